@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything pagellm needs to build and test on Debian 12. Idempotent: packages that
+# are already present are skipped.
+set -euo pipefail
+
+APT_PACKAGES=(
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
+  libsentencepiece-dev libpcre2-dev libxxhash-dev libssl-dev libgtest-dev libbenchmark-dev
+  python3 python3-numpy python3-jinja2 python3-sentencepiece python3-pytest
+  nodejs npm
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all apt packages present"
+fi
+
+# The official OpenAI client, for end-to-end server tests.
+here="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -f "$here/tests/e2e/package.json" ] && [ ! -d "$here/tests/e2e/node_modules/openai" ]; then
+  (cd "$here/tests/e2e" && npm install --no-audit --no-fund --loglevel=error)
+fi

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds and runs the full test suite (unit, kernel, model, e2e). Tests that need ../shared
+# skip cleanly when it is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+ctest --test-dir build --output-on-failure -j2 "$@"

@@ -1,0 +1,66 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "base/half.h"
+#include "base/thread_pool.h"
+#include "pagellm/status.h"
+
+namespace pagellm {
+namespace {
+
+StatusOr<int> ParsePositive(int v) {
+  if (v <= 0) return InvalidArgumentError("not positive");
+  return v;
+}
+
+Status UseIt(int v, int* out) {
+  ASSIGN_OR_RETURN(*out, ParsePositive(v));
+  return Status::Ok();
+}
+
+TEST(StatusTest, PropagatesErrors) {
+  int out = 0;
+  EXPECT_TRUE(UseIt(3, &out).ok());
+  EXPECT_EQ(out, 3);
+  Status s = UseIt(-1, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.ToString(), "INVALID_ARGUMENT: not positive");
+  EXPECT_EQ(s.WithContext("file.gguf").message(), "file.gguf: not positive");
+}
+
+TEST(StatusDeathTest, CheckAborts) { EXPECT_DEATH(CHECK(1 == 2) << "boom", "boom"); }
+
+TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(n);
+      for (int rep = 0; rep < 20; ++rep) {
+        pool.ParallelFor(n, 4, [&](int64_t b, int64_t e) {
+          for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+        });
+      }
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 20) << threads << " " << n;
+    }
+  }
+}
+
+TEST(HalfTest, RoundTrips) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.1f}) {
+    EXPECT_EQ(F16ToF32(F32ToF16(f)), static_cast<float>(static_cast<_Float16>(f))) << f;
+  }
+  EXPECT_EQ(F32ToBf16(0.1f), 0x3dcd);  // 0x3dcccccd rounds up
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(Bf16ToF32(0xc020), -2.5f);
+  // Every fp16 bit pattern converts to float and back to itself (NaNs excepted).
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float f = F16ToF32(static_cast<uint16_t>(h));
+    if (f != f) continue;
+    EXPECT_EQ(F32ToF16(f), h);
+  }
+}
+
+}  // namespace
+}  // namespace pagellm

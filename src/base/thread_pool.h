@@ -1,0 +1,82 @@
+// A fixed pool of worker threads for data-parallel kernels: no per-op thread spawn, no
+// allocation per call. The calling thread participates as worker 0.
+//
+// Work split is static (task i of n goes to thread i % num_threads), and kernels must make
+// every output element's arithmetic independent of the split, so results are bitwise identical
+// for any thread count.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace pagellm {
+
+class ThreadPool {
+ public:
+  // num_threads <= 0 means all hardware threads available to the process.
+  explicit ThreadPool(int num_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(task, thread) for task in [0, num_tasks), spread over the threads; returns when
+  // all are done. fn must not call back into the pool.
+  template <typename Fn>
+  void Run(int64_t num_tasks, Fn&& fn) {
+    if (num_tasks <= 0) return;
+    if (num_threads_ == 1 || num_tasks == 1) {
+      for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
+      return;
+    }
+    RunImpl(num_tasks, &Trampoline<std::remove_reference_t<Fn>>, &fn);
+  }
+
+  // Splits [0, n) into contiguous ranges of at least `grain` elements, one per task, and calls
+  // fn(begin, end). Range boundaries depend only on n, grain and the thread count.
+  template <typename Fn>
+  void ParallelFor(int64_t n, int64_t grain, Fn&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t tasks = (n + grain - 1) / grain;
+    if (tasks > num_threads_) tasks = num_threads_;
+    const int64_t chunk = (n + tasks - 1) / tasks;
+    Run(tasks, [&](int64_t t, int) {
+      const int64_t b = t * chunk;
+      const int64_t e = b + chunk < n ? b + chunk : n;
+      if (b < e) fn(b, e);
+    });
+  }
+
+  // Number of CPUs this process may run on (sched_getaffinity), at least 1.
+  static int AvailableCpus();
+
+ private:
+  using TaskFn = void (*)(void* ctx, int64_t task, int thread);
+  template <typename F>
+  static void Trampoline(void* ctx, int64_t task, int thread) {
+    (*static_cast<F*>(ctx))(task, thread);
+  }
+  void RunImpl(int64_t num_tasks, TaskFn fn, void* ctx);
+  void WorkerLoop(int thread_index);
+  void DoTasks(int thread_index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  // The current job; written by the caller before bumping generation_.
+  TaskFn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t num_tasks_ = 0;
+};
+
+}  // namespace pagellm

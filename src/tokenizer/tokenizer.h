@@ -1,0 +1,93 @@
+// Tokenizer interface shared by SentencePiece and byte-level BPE vocabularies.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pagellm/status.h"
+
+namespace pagellm {
+
+class GgufFile;
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+
+  // add_special: add BOS (and EOS) as the tokenizer's config says (add_bos_token /
+  //   add_eos_token; GGUF tokenizer.ggml.add_bos_token).
+  // parse_special: text spelling a special/added token (e.g. "<|eot_id|>") becomes that id;
+  //   otherwise it is tokenized as plain text.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                                      bool parse_special) const = 0;
+
+  // Full decode as Hugging Face does (SentencePiece: leading-space of the first piece dropped,
+  // byte-fallback pieces joined into UTF-8; byte-level BPE: bytes mapped back). Invalid UTF-8
+  // sequences become U+FFFD. skip_special drops control/special tokens (BOS, EOS, ...).
+  virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;
+
+  virtual int32_t vocab_size() const = 0;
+  // The piece string as stored in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>").
+  virtual std::string IdToPiece(int32_t id) const = 0;
+  virtual std::optional<int32_t> PieceToId(std::string_view piece) const = 0;
+  virtual bool IsSpecial(int32_t id) const = 0;
+
+  int32_t bos_id() const { return bos_id_; }   // -1 if none
+  int32_t eos_id() const { return eos_id_; }   // -1 if none
+  bool add_bos() const { return add_bos_; }
+  bool add_eos() const { return add_eos_; }
+  // Ids that end generation by default (eos plus e.g. <|eot_id|>, <|im_end|>).
+  const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
+  // Jinja chat template from tokenizer_config.json or GGUF (empty if none).
+  const std::string& chat_template() const { return chat_template_; }
+  std::string bos_token() const { return bos_id_ >= 0 ? IdToPiece(bos_id_) : ""; }
+  std::string eos_token() const { return eos_id_ >= 0 ? IdToPiece(eos_id_) : ""; }
+
+  void set_bos_id(int32_t id) { bos_id_ = id; }
+  void set_eos_id(int32_t id) { eos_id_ = id; }
+  void set_add_bos(bool v) { add_bos_ = v; }
+  void set_add_eos(bool v) { add_eos_ = v; }
+  void set_stop_ids(std::vector<int32_t> ids) { stop_ids_ = std::move(ids); }
+  void set_chat_template(std::string t) { chat_template_ = std::move(t); }
+
+ protected:
+  int32_t bos_id_ = -1;
+  int32_t eos_id_ = -1;
+  bool add_bos_ = false;
+  bool add_eos_ = false;
+  std::vector<int32_t> stop_ids_;
+  std::string chat_template_;
+};
+
+// Loads from a Hugging Face model directory: tokenizer.json (preferred for BPE) or
+// tokenizer.model (SentencePiece), plus tokenizer_config.json (add_bos_token, special tokens,
+// chat_template) and generation_config.json / config.json (bos/eos ids).
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir);
+// Loads from GGUF metadata: tokenizer.ggml.model "llama" (SentencePiece-style) or "gpt2"
+// (byte-level BPE), tokens/scores/token_type/merges, bos/eos/add_bos, chat_template.
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& gguf);
+
+// Streaming detokenization, UTF-8 safe: Push() returns only text that is final, never half a
+// multi-byte character, and the concatenation of all pushes plus Flush() equals
+// Decode(all ids) minus Decode(prompt ids).
+class IncrementalDetokenizer {
+ public:
+  IncrementalDetokenizer(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
+                         bool skip_special);
+  std::string Push(int32_t id);
+  std::string Flush();
+
+ private:
+  const Tokenizer& tokenizer_;
+  bool skip_special_;
+  std::vector<int32_t> ids_;
+  size_t prefix_offset_ = 0;
+  size_t read_offset_ = 0;
+};
+
+}  // namespace pagellm
