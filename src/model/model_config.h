@@ -1,0 +1,61 @@
+// Hyper-parameters of a Llama-family decoder, normalised from HF config.json or GGUF metadata.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pagellm/dtype.h"
+#include "pagellm/status.h"
+
+namespace pagellm {
+
+// Llama 1/2/3 and SmolLM are kLlama; Mistral differs only by sliding window; Qwen2/2.5 adds
+// q/k/v biases.
+enum class Architecture { kLlama, kMistral, kQwen2 };
+
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  float factor = 1.0f;
+  // llama3 only:
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  std::string hf_architecture;  // e.g. "LlamaForCausalLM", "Qwen2ForCausalLM"
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // config's head_dim, else hidden_size / num_heads
+  int vocab_size = 0;
+  int max_position_embeddings = 0;
+  float rms_norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  // true: RoPE rotates adjacent pairs (x[2i], x[2i+1]) — GGUF "llama" q/k layout and llama2.c.
+  // false: rotate_half pairs (x[i], x[i + d/2]) — Hugging Face layout and GGUF "qwen2".
+  bool rope_interleaved = false;
+  bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  bool tie_word_embeddings = false;
+  int sliding_window = 0;       // 0 = full attention
+  DType weight_dtype = DType::kF32;  // dtype of the bulk of the matrices (for reports)
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+
+  // Checks internal consistency (positive sizes, heads divide, head_dim in [8, 256] even...).
+  Status Validate() const;
+  int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
+  int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
+};
+
+// Supported HF `architectures` names, for error messages.
+std::string SupportedArchitecturesList();
+
+}  // namespace pagellm

@@ -1,0 +1,64 @@
+// The weights of a loaded model, as views into mapped files (matrices stay in their stored
+// dtype) plus small owned float32 copies of norms and biases.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/mapped_file.h"
+#include "kernels/weight_matrix.h"
+#include "model/model_config.h"
+#include "pagellm/status.h"
+
+namespace pagellm {
+
+class GgufFile;
+class SafetensorsFile;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [hidden]
+  WeightMatrix wq;               // [q_dim, hidden]
+  WeightMatrix wk;               // [kv_dim, hidden]
+  WeightMatrix wv;               // [kv_dim, hidden]
+  WeightMatrix wo;               // [hidden, q_dim]
+  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim]; empty without attention_bias
+  std::vector<float> ffn_norm;   // [hidden]
+  WeightMatrix w_gate;           // [intermediate, hidden]
+  WeightMatrix w_up;             // [intermediate, hidden]
+  WeightMatrix w_down;           // [hidden, intermediate]
+};
+
+struct ModelWeights {
+  WeightMatrix embed;            // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // [hidden]
+  WeightMatrix lm_head;          // [vocab, hidden]; same bytes as embed when tied
+  int64_t total_bytes = 0;       // bytes of all weights as stored
+  int64_t num_parameters = 0;
+};
+
+// A model opened from disk: config, weights, and the files that back them.
+struct LoadedModel {
+  std::string path;
+  std::string format;  // "safetensors" or "gguf"
+  ModelConfig config;
+  ModelWeights weights;
+  // Generation defaults from generation_config.json (vLLM applies them as request defaults).
+  struct GenerationDefaults {
+    float temperature = -1, top_p = -1, min_p = -1, repetition_penalty = -1;
+    int top_k = -1;  // -1 = not set
+  } generation_defaults;
+  // Owners of the mapped memory the WeightMatrix views point into.
+  std::vector<std::unique_ptr<SafetensorsFile>> safetensors;
+  std::unique_ptr<GgufFile> gguf;
+
+  ~LoadedModel();
+};
+
+// Opens a Hugging Face directory (config.json + model.safetensors or sharded index) or a
+// .gguf file. Checks architecture, every tensor's presence, dtype and shape; errors name the
+// file and the tensor or key.
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path);
+
+}  // namespace pagellm
