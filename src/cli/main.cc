@@ -1,2 +1,38 @@
+// pagellm: one binary, subcommands in the style of vLLM's CLI.
 #include <cstdio>
-int main() { std::puts("pagellm"); return 0; }
+#include <map>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "cli/commands.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pagellm: LLM inference and serving engine (paged KV cache, continuous batching)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("pagellm ") + PAGELLM_VERSION);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Debug logging");
+
+  std::map<CLI::App*, pagellm::cli::CommandFn> commands;
+  auto add = [&](const char* name, const char* help, auto reg) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = reg(*sub);
+  };
+  add("generate", "Generate text for a prompt (or a JSONL file of prompts)",
+      pagellm::cli::RegisterGenerate);
+  add("tokenize", "Print the token ids of a text as a JSON array", pagellm::cli::RegisterTokenize);
+  add("inspect", "Describe a model: architecture, parameters, dtypes, bytes",
+      pagellm::cli::RegisterInspect);
+  add("logits", "Write raw float32 logits at every position for given token ids",
+      pagellm::cli::RegisterLogits);
+  add("bench", "Benchmarks: latency", pagellm::cli::RegisterBench);
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
+  for (auto& [sub, fn] : commands) {
+    if (sub->parsed()) return fn();
+  }
+  return 1;
+}

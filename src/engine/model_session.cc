@@ -1,0 +1,43 @@
+#include "engine/model_session.h"
+
+#include <filesystem>
+
+#include "fmt/format.h"
+#include "model/gguf_file.h"
+
+namespace pagellm {
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model) {
+  if (model.gguf != nullptr) return LoadTokenizerFromGguf(*model.gguf);
+  return LoadTokenizerFromDir(model.path);
+}
+
+StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions& o) {
+  std::unique_ptr<ModelSession> s(new ModelSession());
+  ASSIGN_OR_RETURN(s->model_, LoadModel(o.model_path));
+  auto tok = LoadTokenizerForModel(*s->model_);
+  if (tok.ok()) {
+    s->tokenizer_ = std::move(tok).value();
+  } else if (o.require_tokenizer) {
+    return tok.status();
+  }
+  const ModelConfig& c = s->model_->config;
+  s->max_model_len_ = o.max_model_len > 0 ? o.max_model_len : c.max_position_embeddings;
+  if (s->max_model_len_ <= 0) return InvalidArgumentError("max_model_len must be positive");
+  if (o.block_size < 1 || o.block_size > 256)
+    return InvalidArgumentError(fmt::format("--block-size must be in [1, 256], got {}", o.block_size));
+  KvCacheShape shape;
+  shape.num_layers = c.num_layers;
+  shape.num_kv_heads = c.num_kv_heads;
+  shape.head_dim = c.head_dim;
+  shape.block_size = o.block_size;
+  shape.num_blocks = o.num_kv_blocks > 0
+                         ? o.num_kv_blocks
+                         : (s->max_model_len_ + o.block_size - 1) / o.block_size + 1;
+  ASSIGN_OR_RETURN(s->kv_, KvCacheStorage::Create(shape));
+  s->pool_ = std::make_unique<ThreadPool>(o.threads);
+  s->backend_ = std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
+  return s;
+}
+
+}  // namespace pagellm

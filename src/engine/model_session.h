@@ -1,0 +1,54 @@
+// Everything needed to run one model on the CPU: weights, tokenizer, a paged KV cache, a
+// thread pool and the backend bound to them. Used by the offline CLI paths; the serving engine
+// owns the same pieces.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backend/cpu_backend.h"
+#include "base/thread_pool.h"
+#include "kv/kv_cache_storage.h"
+#include "model/model_weights.h"
+#include "pagellm/status.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagellm {
+
+struct SessionOptions {
+  std::string model_path;
+  int threads = 0;          // 0 = all available CPUs
+  int max_model_len = 0;    // 0 = the model's max_position_embeddings
+  int block_size = 16;
+  int num_kv_blocks = 0;    // 0 = enough for one sequence of max_model_len (+ null block)
+  bool require_tokenizer = true;
+};
+
+class ModelSession {
+ public:
+  static StatusOr<std::unique_ptr<ModelSession>> Open(const SessionOptions& options);
+
+  const LoadedModel& model() const { return *model_; }
+  const ModelConfig& config() const { return model_->config; }
+  // Null when the model has no tokenizer and require_tokenizer was false.
+  const Tokenizer* tokenizer() const { return tokenizer_.get(); }
+  Backend& backend() { return *backend_; }
+  KvCacheStorage& kv() { return kv_; }
+  ThreadPool& pool() { return *pool_; }
+  int max_model_len() const { return max_model_len_; }
+  int block_size() const { return kv_.shape().block_size; }
+
+ private:
+  ModelSession() = default;
+  std::unique_ptr<LoadedModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  KvCacheStorage kv_;
+  std::unique_ptr<CpuBackend> backend_;
+  int max_model_len_ = 0;
+};
+
+// Loads the tokenizer that belongs to a model path (HF directory or GGUF file).
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model);
+
+}  // namespace pagellm
