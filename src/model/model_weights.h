@@ -61,4 +61,8 @@ struct LoadedModel {
 // file and the tensor or key.
 StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path);
 
+// Builds a model from an already parsed GGUF file (LoadModel's .gguf path after opening; also
+// lets tests and fuzzers load from memory). The returned model owns `gguf`.
+StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf);
+
 }  // namespace pagellm

@@ -30,6 +30,13 @@ class Tokenizer {
   // byte-fallback pieces joined into UTF-8; byte-level BPE: bytes mapped back). Invalid UTF-8
   // sequences become U+FFFD. skip_special drops control/special tokens (BOS, EOS, ...).
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;
+  // Decodes ids that continue a sequence in which some earlier token was not special. Same as
+  // Decode, except that SentencePiece-style tokenizers keep the leading space of the first
+  // piece (Decode drops it as the dummy prefix). IncrementalDetokenizer decodes windows of a
+  // longer sequence with it, so that a window starting at "▁the" still yields " the".
+  virtual std::string DecodeContinuation(std::span<const int32_t> ids, bool skip_special) const {
+    return Decode(ids, skip_special);
+  }
 
   virtual int32_t vocab_size() const = 0;
   // The piece string as stored in the vocabulary (e.g. "▁the", "Ġthe", "<0x0A>").
@@ -75,19 +82,32 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& gguf)
 // Streaming detokenization, UTF-8 safe: Push() returns only text that is final, never half a
 // multi-byte character, and the concatenation of all pushes plus Flush() equals
 // Decode(all ids) minus Decode(prompt ids).
+// (If the prompt itself ends inside a multi-byte character, Decode(prompt ids) ends in U+FFFD
+// there; the completed character is then part of the streamed text instead.)
+// vLLM's algorithm: decode the window ids[prefix_offset:] and emit what it adds beyond
+// ids[prefix_offset:read_offset], unless it ends in an incomplete character (U+FFFD).
 class IncrementalDetokenizer {
  public:
   IncrementalDetokenizer(const Tokenizer& tokenizer, std::span<const int32_t> prompt_ids,
                          bool skip_special);
   std::string Push(int32_t id);
+  // Emits whatever is held back (an incomplete character becomes U+FFFD).
   std::string Flush();
 
  private:
+  std::string DecodeRange(size_t begin, size_t end) const;
+  void MarkText(size_t begin, size_t end);
+  // Emits what `new_text` (the text of ids_[prefix_offset_:]) adds and advances the window.
+  std::string Flush(std::string new_text);
+
   const Tokenizer& tokenizer_;
   bool skip_special_;
   std::vector<int32_t> ids_;
   size_t prefix_offset_ = 0;
   size_t read_offset_ = 0;
+  // Whether a non-special token precedes ids_[prefix_offset_]: windows after one decode as
+  // continuations (SentencePiece keeps the leading space).
+  bool text_before_prefix_ = false;
 };
 
 }  // namespace pagellm

@@ -1,0 +1,40 @@
+// Dense matrix multiplication against a weight matrix: the hot path of every linear layer.
+//
+//   y[t][o] = sum_i W[o][i] * x[t][i]     x: [n_tokens][w.cols] fp32, y: [n_tokens][w.rows] fp32
+//
+// Weight types and arithmetic:
+//   F32 / F16 / BF16: weights widened to fp32 in registers, fp32 FMA accumulation.
+//   Q8_0 / Q4_0: each token's activations are quantized to Q8 blocks of 32 (fp32 scale
+//     d = amax/127, q = round(x/d), as llama.cpp's q8_0 activations), block dot products are
+//     exact int32, and d_w * d_x * isum is accumulated in fp32.
+//
+// Batch invariance: y[t][o] is bitwise identical whatever n_tokens is, whichever other tokens
+// are in x, however many threads the pool has and whichever row range a thread gets. For
+// Q8_0 / Q4_0 it is also identical across SIMD levels; for float weights each level has its
+// own (fixed) summation order.
+//
+// Threading: rows are split into one contiguous range per pool thread (weights streamed once,
+// linearly, for decode); prefill additionally walks tokens in cache-sized blocks so each
+// weight tile is reused across many tokens from registers/L1.
+#pragma once
+
+#include <cstdint>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kernels/weight_matrix.h"
+
+namespace pagellm {
+
+// pool may be null (runs on the calling thread). Uses ActiveSimdLevel(). y must not alias x.
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
+
+// As MatMul at an explicit SIMD level (for tests and benchmarks); CHECK-fails if the CPU lacks
+// the level's instructions.
+void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                   float* y, ThreadPool* pool);
+
+// True if MatMul supports `t` as a weight type (F32, F16, BF16, Q8_0, Q4_0).
+bool IsMatMulWeightType(DType t);
+
+}  // namespace pagellm

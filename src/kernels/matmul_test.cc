@@ -1,0 +1,329 @@
+#include "kernels/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul_internal.h"
+
+namespace pagellm {
+namespace {
+
+using testing_util::AvailableLevels;
+using testing_util::Dequantized;
+using testing_util::OwnedWeights;
+using testing_util::RandomVector;
+using testing_util::RandomWeights;
+
+constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                               DType::kQ4_0};
+
+bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n) {
+  return std::string(SimdLevelName(level)) + " " + std::string(DTypeName(t)) + " " +
+         std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n);
+}
+
+// Signed quantized weight values and scales of one row (Q8_0 / Q4_0).
+void DecodeQuantRow(const WeightMatrix& w, int64_t r, std::vector<int>* q, std::vector<float>* d) {
+  const int64_t nb = w.cols / 32;
+  q->assign(w.cols, 0);
+  d->assign(nb, 0.0f);
+  for (int64_t b = 0; b < nb; ++b) {
+    if (w.dtype == DType::kQ8_0) {
+      const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
+      (*d)[b] = F16ToF32(blk.d);
+      for (int i = 0; i < 32; ++i) (*q)[32 * b + i] = blk.qs[i];
+    } else {
+      const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
+      (*d)[b] = F16ToF32(blk.d);
+      for (int i = 0; i < 16; ++i) {
+        (*q)[32 * b + i] = (blk.qs[i] & 15) - 8;
+        (*q)[32 * b + i + 16] = (blk.qs[i] >> 4) - 8;
+      }
+    }
+  }
+}
+
+// Float64 reference of the kernels' own arithmetic scheme, and the sum of |terms| that bounds
+// fp32 rounding. Float weights: sum W*x. Quantized: sum_b d_w * d_x * isum_b with activations
+// quantized by the reference QuantizeActBlock.
+void SchemeReference(const WeightMatrix& w, const std::vector<float>& x, int64_t n,
+                     std::vector<double>* ref, std::vector<double>* mag) {
+  ref->assign(n * w.rows, 0.0);
+  mag->assign(n * w.rows, 0.0);
+  if (!IsQuant(w.dtype)) {
+    const std::vector<float> wf = Dequantized(w);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t r = 0; r < w.rows; ++r) {
+        double s = 0.0, m = 0.0;
+        for (int64_t i = 0; i < w.cols; ++i) {
+          const double p = static_cast<double>(wf[r * w.cols + i]) * x[t * w.cols + i];
+          s += p;
+          m += std::fabs(p);
+        }
+        (*ref)[t * w.rows + r] = s;
+        (*mag)[t * w.rows + r] = m;
+      }
+    }
+    return;
+  }
+  const int64_t nb = w.cols / 32;
+  std::vector<int8_t> xq(n * w.cols);
+  std::vector<float> xd(n * nb);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t b = 0; b < nb; ++b) {
+      kernels_internal::QuantizeActBlock(&x[t * w.cols + 32 * b], &xq[t * w.cols + 32 * b],
+                                         &xd[t * nb + b]);
+    }
+  }
+  std::vector<int> q;
+  std::vector<float> d;
+  for (int64_t r = 0; r < w.rows; ++r) {
+    DecodeQuantRow(w, r, &q, &d);
+    for (int64_t t = 0; t < n; ++t) {
+      double s = 0.0, m = 0.0;
+      for (int64_t b = 0; b < nb; ++b) {
+        int64_t isum = 0, iabs = 0;
+        for (int i = 0; i < 32; ++i) {
+          const int p = q[32 * b + i] * xq[t * w.cols + 32 * b + i];
+          isum += p;
+          iabs += std::abs(p);
+        }
+        const double scale = static_cast<double>(d[b]) * xd[t * nb + b];
+        s += scale * static_cast<double>(isum);
+        // Bounds every partial (lane) sum, which may exceed |isum| through cancellation.
+        m += std::fabs(scale) * static_cast<double>(iabs);
+      }
+      (*ref)[t * w.rows + r] = s;
+      (*mag)[t * w.rows + r] = m;
+    }
+  }
+}
+
+std::vector<float> RunMatMul(SimdLevel level, const WeightMatrix& w, const std::vector<float>& x,
+                       int64_t n, ThreadPool* pool) {
+  std::vector<float> y(n * w.rows, -12345.0f);
+  MatMulAtLevel(level, w, x.data(), n, y.data(), pool);
+  return y;
+}
+
+TEST(MatMulTest, MatchesSchemeReferenceAtEveryLevel) {
+  std::mt19937 rng(1);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t rows, cols, n;
+  };
+  const Shape shapes[] = {{1, 32, 1},   {3, 64, 2},    {7, 96, 5},    {13, 160, 7},
+                          {33, 32, 13}, {5, 2048, 3},  {9, 4096, 1},  {17, 288, 67},
+                          {6, 33, 4},   {11, 1000, 9}, {4, 15, 37},   {69, 544, 11}};
+  for (const Shape& s : shapes) {
+    for (DType t : kAllTypes) {
+      if (IsQuant(t) && s.cols % 32 != 0) continue;
+      OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
+      const std::vector<float> x = RandomVector(rng, s.n * s.cols);
+      std::vector<double> ref, mag;
+      SchemeReference(ow.w, x, s.n, &ref, &mag);
+      std::vector<float> quant_first;
+      for (SimdLevel level : AvailableLevels()) {
+        SCOPED_TRACE(Name(level, t, s.rows, s.cols, s.n));
+        const std::vector<float> y = RunMatMul(level, ow.w, x, s.n, &pool);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(y[i])) << i;
+          // fp32 accumulation: error <= (lanes' depth + tree) * 2^-24 * sum|terms|.
+          ASSERT_NEAR(y[i], ref[i], 1e-5 * mag[i] + 1e-30) << "output " << i;
+        }
+        // Quantized results are bitwise identical across levels (shared lane scheme).
+        if (IsQuant(t)) {
+          if (quant_first.empty()) {
+            quant_first = y;
+          } else {
+            ASSERT_EQ(0, std::memcmp(y.data(), quant_first.data(), y.size() * sizeof(float)));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Quantized kernels vs float64 math on the dequantized weights and the unquantized
+// activations. Activation rounding moves each x by at most d_x / 2 (plus fp32 slop), so
+// |err| <= sum_b d_x,b / 2 * sum_i |w_bi| (with 2% slack) + fp32 accumulation.
+TEST(MatMulTest, QuantizedCloseToDequantizedFloat64) {
+  std::mt19937 rng(2);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    const int64_t rows = 37, cols = 1024, n = 5;
+    OwnedWeights ow = RandomWeights(rng, t, rows, cols);
+    const std::vector<float> wf = Dequantized(ow.w);
+    const std::vector<float> x = RandomVector(rng, n * cols);
+    for (SimdLevel level : AvailableLevels()) {
+      const std::vector<float> y = RunMatMul(level, ow.w, x, n, nullptr);
+      for (int64_t tok = 0; tok < n; ++tok) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0.0, bound = 0.0, mag = 0.0;
+          for (int64_t b = 0; b < cols / 32; ++b) {
+            double amax = 0.0, wsum = 0.0;
+            for (int i = 0; i < 32; ++i) {
+              const int64_t k = 32 * b + i;
+              const double p = static_cast<double>(wf[r * cols + k]) * x[tok * cols + k];
+              exact += p;
+              mag += std::fabs(p);
+              amax = std::max(amax, std::fabs(static_cast<double>(x[tok * cols + k])));
+              wsum += std::fabs(wf[r * cols + k]);
+            }
+            bound += amax / 127.0 / 2.0 * 1.02 * wsum;
+          }
+          EXPECT_NEAR(y[tok * rows + r], exact, bound + 1e-5 * mag)
+              << SimdLevelName(level) << " " << DTypeName(t);
+        }
+      }
+    }
+  }
+}
+
+// Power-of-two scales and small integers make every fp32 operation exact, so the kernels must
+// reproduce the integer dot products exactly: y == the float64 reference, bit for bit.
+TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(-5, 5), nib(0, 15), q8(-128, 127);
+  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (int64_t cols : {32, 64, 96, 2048}) {
+      const int64_t rows = 9, n = 6, nb = cols / 32;
+      OwnedWeights ow;
+      ow.w = {t, rows, cols, nullptr};
+      ow.bytes.resize(ow.w.nbytes());
+      ow.w.data = ow.bytes.data();
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t b = 0; b < nb; ++b) {
+          if (t == DType::kQ8_0) {
+            auto* blk = reinterpret_cast<BlockQ8_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
+            blk->d = F32ToF16(0.125f);
+            for (int i = 0; i < 32; ++i) blk->qs[i] = static_cast<int8_t>(q8(rng) / 16);
+          } else {
+            auto* blk = reinterpret_cast<BlockQ4_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
+            blk->d = F32ToF16(0.25f);
+            for (int i = 0; i < 16; ++i) blk->qs[i] = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+          }
+        }
+      }
+      // Each activation block: one element of +-127/16 (so d_x = 1/16 exactly), rest k/16.
+      std::vector<float> x(n * cols);
+      for (int64_t i = 0; i < n * cols; ++i) x[i] = small(rng) / 16.0f;
+      for (int64_t i = 0; i < n * nb; ++i) x[32 * i + (i % 32)] = (i % 2 ? 127.0f : -127.0f) / 16;
+      std::vector<double> ref, mag;
+      SchemeReference(ow.w, x, n, &ref, &mag);
+      for (SimdLevel level : AvailableLevels()) {
+        const std::vector<float> y = RunMatMul(level, ow.w, x, n, nullptr);
+        for (size_t i = 0; i < y.size(); ++i) {
+          ASSERT_EQ(static_cast<double>(y[i]), ref[i])
+              << SimdLevelName(level) << " " << DTypeName(t) << " cols " << cols << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// y[t][o] must not depend on n_tokens, on the other tokens, on the thread count or on the row
+// split: compare bit patterns against a single-threaded run of the whole batch. (One pool at a
+// time: idle pools spin, which on a 2-core machine would only slow the test down.)
+TEST(MatMulTest, BatchAndThreadInvariant) {
+  const int64_t rows = 67, n = 37;
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t cols : {96, 2048}) {
+      for (DType t : kAllTypes) {
+        std::mt19937 rng(static_cast<unsigned>(cols * 10 + static_cast<int>(t)));
+        OwnedWeights ow = RandomWeights(rng, t, rows, cols);
+        const std::vector<float> x = RandomVector(rng, n * cols);
+        for (SimdLevel level : AvailableLevels()) {
+          if (level == SimdLevel::kScalar && cols > 96) continue;  // slow; same code path
+          SCOPED_TRACE(Name(level, t, rows, cols, n) + " threads " + std::to_string(threads));
+          const std::vector<float> full = RunMatMul(level, ow.w, x, n, nullptr);
+          const std::vector<float> pooled = RunMatMul(level, ow.w, x, n, &pool);
+          ASSERT_EQ(0, std::memcmp(full.data(), pooled.data(), full.size() * sizeof(float)));
+          // With 3 threads on a 2-core machine every dispatch waits for a time slice, so only
+          // the row-split checks above and below run there.
+          const bool all_checks = threads == 2;
+          // One token at a time.
+          for (int64_t tok = 0; all_checks && tok < n; ++tok) {
+            const std::vector<float> xt(x.begin() + tok * cols, x.begin() + (tok + 1) * cols);
+            const std::vector<float> y1 = RunMatMul(level, ow.w, xt, 1, tok % 2 ? &pool : nullptr);
+            ASSERT_EQ(0, std::memcmp(y1.data(), &full[tok * rows], rows * sizeof(float))) << tok;
+          }
+          // Sub-batches at odd offsets (different token-tile alignment).
+          for (int64_t b : {1, 5, 11}) {
+            for (int64_t len : {2, 7, 19}) {
+              if (!all_checks) continue;
+              const std::vector<float> xs(x.begin() + b * cols, x.begin() + (b + len) * cols);
+              const std::vector<float> ys = RunMatMul(level, ow.w, xs, len, &pool);
+              ASSERT_EQ(0, std::memcmp(ys.data(), &full[b * rows], len * rows * sizeof(float)));
+            }
+          }
+          // A different row split: a submatrix view starting at an odd row.
+          WeightMatrix sub = ow.w;
+          sub.rows = rows - 3;
+          sub.data = ow.w.row(3);
+          const std::vector<float> ysub = RunMatMul(level, sub, x, n, &pool);
+          for (int64_t tok = 0; tok < n; ++tok) {
+            ASSERT_EQ(0, std::memcmp(&ysub[tok * sub.rows], &full[tok * rows + 3],
+                                     sub.rows * sizeof(float)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, NoNaNFromZerosOrLargeValues) {
+  std::mt19937 rng(5);
+  const int64_t rows = 10, cols = 96, n = 3;
+  for (DType t : kAllTypes) {
+    OwnedWeights ow = RandomWeights(rng, t, rows, cols);
+    std::vector<float> x(n * cols, 0.0f);  // token 0: all zeros (d_x = 0)
+    for (int64_t i = cols; i < n * cols; ++i) x[i] = (i % 7 - 3) * 1e30f;  // huge but finite
+    for (SimdLevel level : AvailableLevels()) {
+      const std::vector<float> y = RunMatMul(level, ow.w, x, n, nullptr);
+      for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(y[r], 0.0f) << SimdLevelName(level);
+      for (float v : y) EXPECT_FALSE(std::isnan(v)) << SimdLevelName(level) << DTypeName(t);
+    }
+  }
+}
+
+// Every level's activation quantizer must write exactly the reference layout.
+TEST(MatMulTest, PreparedActivationsIdenticalAcrossLevels) {
+  std::mt19937 rng(6);
+  namespace ki = kernels_internal;
+  for (int64_t cols : {32, 64, 96, 4096}) {
+    std::vector<float> x = RandomVector(rng, cols, 3.0f);
+    // Exact rounding ties: a block with amax 127 has d = 1, so k + 0.5 must round away from 0.
+    for (int i = 0; i < 32; ++i) x[i] = i == 0 ? 127.0f : (i % 2 ? 1.0f : -1.0f) * (i + 0.5f);
+    const int64_t bytes = ki::QuantActsBytes(cols);
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      std::vector<uint8_t> ref(bytes, 0xAB);
+      ki::scalar::PrepareQuantActs(t, x.data(), cols, ref.data());
+      // The tie block really rounded away from zero.
+      const int8_t* qs = reinterpret_cast<const int8_t*>(ref.data());
+      EXPECT_EQ(qs[ki::QuantActsPos(t, 0, 1)], 2);   // 1.5 -> 2
+      EXPECT_EQ(qs[ki::QuantActsPos(t, 0, 2)], -3);  // -2.5 -> -3
+      for (SimdLevel level : AvailableLevels()) {
+        std::vector<uint8_t> got(bytes, 0xCD);
+        if (level == SimdLevel::kAvx2) ki::avx2::PrepareQuantActs(t, x.data(), cols, got.data());
+        if (level == SimdLevel::kAvx512) {
+          if (!GetCpuFeatures().avx512_vnni) continue;
+          ki::avx512::PrepareQuantActs(t, x.data(), cols, got.data());
+        }
+        if (level == SimdLevel::kScalar) got = ref;
+        EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), bytes))
+            << SimdLevelName(level) << " " << DTypeName(t) << " cols " << cols;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,118 @@
+// AVX-512 implementations of ops.h. Reductions use 16-lane accumulators, a zero-filled masked
+// tail and HSum's fixed tree, so results depend only on the row's values.
+
+#include <limits>
+
+#include "kernels/ops_internal.h"
+#include "kernels/simd_avx512.h"
+
+namespace pagellm::kernels_internal::avx512 {
+namespace {
+
+void RmsNormRow(const float* x, const float* weight, int64_t dim, float eps, float* out) {
+  __m512 acc = _mm512_setzero_ps();
+  int64_t j = 0;
+  for (; j + 16 <= dim; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    acc = _mm512_fmadd_ps(v, v, acc);
+  }
+  if (j < dim) {
+    const __m512 v = _mm512_maskz_loadu_ps(TailMask16(dim - j), x + j);
+    acc = _mm512_fmadd_ps(v, v, acc);
+  }
+  const float scale = 1.0f / __builtin_sqrtf(HSum(acc) / static_cast<float>(dim) + eps);
+  const __m512 s = _mm512_set1_ps(scale);
+  for (j = 0; j + 16 <= dim; j += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + j), s);
+    _mm512_storeu_ps(out + j, _mm512_mul_ps(v, _mm512_loadu_ps(weight + j)));
+  }
+  if (j < dim) {
+    const __mmask16 m = TailMask16(dim - j);
+    const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + j), s);
+    _mm512_mask_storeu_ps(out + j, m, _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, weight + j)));
+  }
+}
+
+inline __m512 SiluMul16(__m512 g, __m512 u) {
+  const __m512 neg = _mm512_sub_ps(_mm512_setzero_ps(), g);
+  const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), Exp(neg)));
+  return _mm512_mul_ps(silu, u);
+}
+
+void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i, SiluMul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 r = SiluMul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
+    _mm512_mask_storeu_ps(out + i, m, r);
+  }
+}
+
+void AddInPlace(float* x, const float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(x + i, _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm512_mask_storeu_ps(
+        x + i, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
+  }
+}
+
+// Largest non-NaN value, or -inf. vmaxps returns its second operand when either is NaN.
+float MaxIgnoringNaN(const float* x, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m = ninf;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  if (i < n) m = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, TailMask16(n - i), x + i), m);
+  return _mm512_reduce_max_ps(m);
+}
+
+void Softmax(float* x, int64_t n) {
+  const __m512 mx = _mm512_set1_ps(MaxIgnoringNaN(x, n));
+  __m512 acc = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_loadu_ps(x + i), mx));
+    _mm512_storeu_ps(x + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx)));
+    _mm512_mask_storeu_ps(x + i, m, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / HSum(acc));
+  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+  }
+}
+
+int64_t ArgMax(const float* x, int64_t n) {
+  const __m512 mx = _mm512_set1_ps(MaxIgnoringNaN(x, n));
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mx, _CMP_EQ_OQ);
+    if (eq) return i + __builtin_ctz(eq);
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), mx, _CMP_EQ_OQ);
+    if (eq) return i + __builtin_ctz(eq);
+  }
+  return 0;  // all NaN
+}
+
+}  // namespace
+
+const OpsTable kOps = {RmsNormRow, SiluMul, AddInPlace, Softmax, ArgMax};
+
+}  // namespace pagellm::kernels_internal::avx512

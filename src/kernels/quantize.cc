@@ -1,0 +1,110 @@
+#include "kernels/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/half.h"
+#include "pagellm/check.h"
+
+namespace pagellm {
+
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = F32ToF16(d);
+    for (int i = 0; i < 32; ++i) y[b].qs[i] = static_cast<int8_t>(std::roundf(xb[i] * id));
+  }
+}
+
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      if (amax < std::fabs(xb[i])) {
+        amax = std::fabs(xb[i]);
+        max = xb[i];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[b].d = F32ToF16(d);
+    for (int i = 0; i < 16; ++i) {
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(xb[i] * id + 8.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(xb[i + 16] * id + 8.5f)));
+      y[b].qs[i] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, x, n * sizeof(float)); return;
+    case DType::kF16: ConvertF32ToF16(x, reinterpret_cast<uint16_t*>(dst), n); return;
+    case DType::kBF16: ConvertF32ToBf16(x, reinterpret_cast<uint16_t*>(dst), n); return;
+    case DType::kQ8_0: QuantizeRowQ8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); return;
+    case DType::kQ4_0: QuantizeRowQ4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n); return;
+    default: CHECK(false) << "cannot quantize to " << DTypeName(t);
+  }
+}
+
+void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::kF16:
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+      }
+      return;
+    case DType::kQ8_0:
+      CHECK_EQ(n % 32, 0);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ8_0 blk;
+        std::memcpy(&blk, src + b * sizeof(BlockQ8_0), sizeof(blk));
+        const float d = F16ToF32(blk.d);
+        for (int i = 0; i < 32; ++i) dst[32 * b + i] = d * static_cast<float>(blk.qs[i]);
+      }
+      return;
+    case DType::kQ4_0:
+      CHECK_EQ(n % 32, 0);
+      for (int64_t b = 0; b < n / 32; ++b) {
+        BlockQ4_0 blk;
+        std::memcpy(&blk, src + b * sizeof(BlockQ4_0), sizeof(blk));
+        const float d = F16ToF32(blk.d);
+        for (int i = 0; i < 16; ++i) {
+          dst[32 * b + i] = d * static_cast<float>((blk.qs[i] & 15) - 8);
+          dst[32 * b + i + 16] = d * static_cast<float>((blk.qs[i] >> 4) - 8);
+        }
+      }
+      return;
+    default: CHECK(false) << "cannot dequantize " << DTypeName(t);
+  }
+}
+
+void ConvertF32ToF16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F32ToF16(x[i]);
+}
+
+void ConvertF32ToBf16(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F32ToBf16(x[i]);
+}
+
+void ConvertF16ToF32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F16ToF32(x[i]);
+}
+
+void ConvertBf16ToF32(const uint16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = Bf16ToF32(x[i]);
+}
+
+}  // namespace pagellm

@@ -1,0 +1,30 @@
+// Row conversions between fp32 and the storage types: quantization (ggml-compatible rounding),
+// dequantization (e.g. embedding lookup) and fp16 / bf16 conversion.
+#pragma once
+
+#include <cstdint>
+
+#include "pagellm/dtype.h"
+
+namespace pagellm {
+
+// n % 32 == 0. Same rounding as ggml's reference quantizers:
+//   Q8_0: d = amax / 127, q = roundf(x * (1/d)) (0 when d == 0); d stored as fp16.
+//   Q4_0: m = the element of largest |x| (first on ties), d = m / -8,
+//         q = min(15, (int8)(x * (1/d) + 8.5)); d stored as fp16.
+void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
+void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
+
+// Writes DTypeRowBytes(t, n) bytes of row storage for any of F32/F16/BF16/Q8_0/Q4_0.
+void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n);
+
+// n elements of a row stored as t (F32/F16/BF16/Q8_0/Q4_0; n % 32 == 0 for the quantized).
+void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n);
+
+// Round-to-nearest-even; NaN stays NaN, overflow becomes inf.
+void ConvertF32ToF16(const float* x, uint16_t* y, int64_t n);
+void ConvertF32ToBf16(const float* x, uint16_t* y, int64_t n);
+void ConvertF16ToF32(const uint16_t* x, float* y, int64_t n);
+void ConvertBf16ToF32(const uint16_t* x, float* y, int64_t n);
+
+}  // namespace pagellm

@@ -1,0 +1,61 @@
+// Small AVX-512 helpers shared by the *_avx512.cc kernels. Include only from translation units
+// compiled with the AVX-512 flags (CMake gives them to files named *_avx512.cc).
+#pragma once
+
+// GCC 12 reports -W(maybe-)uninitialized inside the intrinsic headers for intrinsics built on
+// _mm*_undefined_*() (GCC bug 105593). The pragma must precede the header's first inclusion,
+// so this header is included before <immintrin.h> by every SIMD kernel file.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace pagellm::kernels_internal::avx512 {
+
+// Sum of the 16 lanes in a fixed tree: (l + l+8), then (+4), (+2), (+1). Every kernel that
+// reduces an accumulator uses exactly this order (the scalar level emulates it).
+static inline float HSum(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+  return _mm_cvtss_f32(s4);
+}
+
+static inline __mmask16 TailMask16(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+
+static inline uint16_t LoadU16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// exp(x) for 16 lanes, ~2 ulp on normal results (degree-7 Taylor polynomial of e^r on
+// |r| <= ln2/2, truncation error < 6e-9 relative). Overflows to +inf, underflows through
+// denormals to 0, NaN propagates. Deterministic: a fixed sequence of IEEE operations.
+static inline __m512 Exp(__m512 x) {
+  // Keeps n = round(x * log2(e)) small while leaving over/underflow to vscalefps.
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // r = x - n * ln2 in two steps (ln2_hi has 15 significant bits, so n * ln2_hi is exact).
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+}  // namespace pagellm::kernels_internal::avx512

@@ -1,0 +1,528 @@
+#include "model/config_parser.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace pagellm {
+namespace {
+
+using Json = nlohmann::json;
+
+// Typed access to a JSON object's fields; a missing key and an explicit null both count as
+// absent (HF configs write `"rope_scaling": null`). Errors name the source and the key.
+class JsonFields {
+ public:
+  JsonFields(const Json& obj, const std::string& source) : obj_(obj), source_(source) {}
+
+  const Json* Get(const char* key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  // Integers; floats are accepted when integral (some exporters write 4096.0).
+  StatusOr<std::optional<int64_t>> Int(const char* key) const {
+    const Json* j = Get(key);
+    if (j == nullptr) return std::optional<int64_t>();
+    if (j->is_number_unsigned()) {
+      const uint64_t u = j->get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return OutOfRange(key);
+      return std::optional<int64_t>(static_cast<int64_t>(u));
+    }
+    if (j->is_number_integer()) {
+      const int64_t v = j->get<int64_t>();
+      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
+        return OutOfRange(key);
+      }
+      return std::optional<int64_t>(v);
+    }
+    if (j->is_number_float()) {
+      const double d = j->get<double>();
+      if (!(std::fabs(d) <= std::numeric_limits<int32_t>::max()) || d != std::floor(d)) {
+        return WrongType(key, "an integer");
+      }
+      return std::optional<int64_t>(static_cast<int64_t>(d));
+    }
+    return WrongType(key, "an integer");
+  }
+
+  StatusOr<int> RequiredInt(const char* key) const {
+    ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
+    if (!v) return InvalidArgumentError(fmt::format("{}: missing '{}'", source_, key));
+    return static_cast<int>(*v);
+  }
+
+  StatusOr<int> IntOr(const char* key, int dflt) const {
+    ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
+    return v ? static_cast<int>(*v) : dflt;
+  }
+
+  StatusOr<std::optional<double>> Float(const char* key) const {
+    const Json* j = Get(key);
+    if (j == nullptr) return std::optional<double>();
+    if (!j->is_number()) return WrongType(key, "a number");
+    const double d = j->get<double>();
+    if (!std::isfinite(d)) return WrongType(key, "a finite number");
+    return std::optional<double>(d);
+  }
+
+  StatusOr<float> FloatOr(const char* key, float dflt) const {
+    ASSIGN_OR_RETURN(std::optional<double> v, Float(key));
+    return v ? static_cast<float>(*v) : dflt;
+  }
+
+  StatusOr<float> RequiredFloat(const char* key) const {
+    ASSIGN_OR_RETURN(std::optional<double> v, Float(key));
+    if (!v) return InvalidArgumentError(fmt::format("{}: missing '{}'", source_, key));
+    return static_cast<float>(*v);
+  }
+
+  StatusOr<bool> BoolOr(const char* key, bool dflt) const {
+    const Json* j = Get(key);
+    if (j == nullptr) return dflt;
+    if (!j->is_boolean()) return WrongType(key, "a boolean");
+    return j->get<bool>();
+  }
+
+  StatusOr<std::optional<std::string>> String(const char* key) const {
+    const Json* j = Get(key);
+    if (j == nullptr) return std::optional<std::string>();
+    if (!j->is_string()) return WrongType(key, "a string");
+    return std::optional<std::string>(j->get<std::string>());
+  }
+
+  // An id or a list of ids (eos_token_id may be either).
+  StatusOr<std::optional<std::vector<int32_t>>> IdList(const char* key) const {
+    const Json* j = Get(key);
+    if (j == nullptr) return std::optional<std::vector<int32_t>>();
+    std::vector<int32_t> ids;
+    auto take = [&](const Json& e) -> Status {
+      if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
+          e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        return WrongType(key, "a token id or a list of token ids");
+      }
+      ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
+      return Status::Ok();
+    };
+    if (j->is_array()) {
+      for (const Json& e : *j) RETURN_IF_ERROR(take(e));
+    } else {
+      RETURN_IF_ERROR(take(*j));
+    }
+    return std::optional<std::vector<int32_t>>(std::move(ids));
+  }
+
+  Status WrongType(const char* key, const char* want) const {
+    return InvalidArgumentError(fmt::format("{}: '{}' must be {}", source_, key, want));
+  }
+  Status OutOfRange(const char* key) const {
+    return OutOfRangeError(fmt::format("{}: '{}' is out of range", source_, key));
+  }
+
+ private:
+  const Json& obj_;
+  const std::string& source_;
+};
+
+StatusOr<Json> ParseJsonObject(const std::string& text, const std::string& source) {
+  Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return InvalidArgumentError(source + ": not valid JSON");
+  if (!root.is_object()) return InvalidArgumentError(source + ": not a JSON object");
+  return root;
+}
+
+Status ParseHfRopeScaling(const Json& root, const std::string& source, ModelConfig* c) {
+  auto it = root.find("rope_scaling");
+  if (it == root.end() || it->is_null()) return Status::Ok();
+  if (!it->is_object()) {
+    return InvalidArgumentError(source + ": 'rope_scaling' must be an object or null");
+  }
+  JsonFields rs(*it, source);
+  ASSIGN_OR_RETURN(std::optional<std::string> type, rs.String("rope_type"));
+  if (!type) {
+    ASSIGN_OR_RETURN(type, rs.String("type"));
+  }
+  if (!type || *type == "default") return Status::Ok();
+  if (*type == "linear") {
+    c->rope_scaling.type = RopeScalingType::kLinear;
+    ASSIGN_OR_RETURN(c->rope_scaling.factor, rs.RequiredFloat("factor"));
+    return Status::Ok();
+  }
+  if (*type == "llama3") {
+    RopeScaling& s = c->rope_scaling;
+    s.type = RopeScalingType::kLlama3;
+    ASSIGN_OR_RETURN(s.factor, rs.RequiredFloat("factor"));
+    ASSIGN_OR_RETURN(s.low_freq_factor, rs.RequiredFloat("low_freq_factor"));
+    ASSIGN_OR_RETURN(s.high_freq_factor, rs.RequiredFloat("high_freq_factor"));
+    ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                     rs.RequiredInt("original_max_position_embeddings"));
+    return Status::Ok();
+  }
+  return UnimplementedError(
+      fmt::format("{}: unsupported rope_scaling type '{}' (supported: default, linear, llama3)",
+                  source, *type));
+}
+
+DType TorchDTypeToDType(const std::string& s) {
+  if (s == "float16") return DType::kF16;
+  if (s == "bfloat16") return DType::kBF16;
+  return DType::kF32;
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
+                                    const std::string& source_name) {
+  const std::string& src = source_name;
+  ASSIGN_OR_RETURN(Json root, ParseJsonObject(config_json_text, src));
+  JsonFields f(root, src);
+  ModelConfig c;
+
+  auto arch_it = root.find("architectures");
+  if (arch_it == root.end() || !arch_it->is_array() || arch_it->empty() ||
+      !(*arch_it)[0].is_string()) {
+    return InvalidArgumentError(
+        fmt::format("{}: missing 'architectures' (a list of names); supported: {}", src,
+                    SupportedArchitecturesList()));
+  }
+  c.hf_architecture = (*arch_it)[0].get<std::string>();
+  if (c.hf_architecture == "LlamaForCausalLM") {
+    c.arch = Architecture::kLlama;
+  } else if (c.hf_architecture == "MistralForCausalLM") {
+    c.arch = Architecture::kMistral;
+  } else if (c.hf_architecture == "Qwen2ForCausalLM") {
+    c.arch = Architecture::kQwen2;
+  } else {
+    return InvalidArgumentError(fmt::format("{}: unsupported architecture '{}'; supported: {}", src,
+                                            c.hf_architecture, SupportedArchitecturesList()));
+  }
+
+  ASSIGN_OR_RETURN(c.hidden_size, f.RequiredInt("hidden_size"));
+  ASSIGN_OR_RETURN(c.intermediate_size, f.RequiredInt("intermediate_size"));
+  ASSIGN_OR_RETURN(c.num_layers, f.RequiredInt("num_hidden_layers"));
+  ASSIGN_OR_RETURN(c.num_heads, f.RequiredInt("num_attention_heads"));
+  ASSIGN_OR_RETURN(c.num_kv_heads, f.IntOr("num_key_value_heads", c.num_heads));
+  ASSIGN_OR_RETURN(c.vocab_size, f.RequiredInt("vocab_size"));
+  if (c.num_heads <= 0) {
+    return InvalidArgumentError(fmt::format("{}: 'num_attention_heads' must be positive", src));
+  }
+  ASSIGN_OR_RETURN(std::optional<int64_t> head_dim, f.Int("head_dim"));
+  if (head_dim) {
+    c.head_dim = static_cast<int>(*head_dim);
+  } else {
+    if (c.hidden_size % c.num_heads != 0) {
+      return InvalidArgumentError(fmt::format(
+          "{}: no 'head_dim' and hidden_size {} is not a multiple of num_attention_heads {}", src,
+          c.hidden_size, c.num_heads));
+    }
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  // Defaults below are those of the transformers config classes.
+  const int default_positions = c.arch == Architecture::kLlama     ? 2048
+                                : c.arch == Architecture::kMistral ? 4096 * 32
+                                                                   : 32768;
+  ASSIGN_OR_RETURN(c.max_position_embeddings,
+                   f.IntOr("max_position_embeddings", default_positions));
+  ASSIGN_OR_RETURN(c.rms_norm_eps, f.FloatOr("rms_norm_eps", 1e-6f));
+  ASSIGN_OR_RETURN(c.rope_theta, f.FloatOr("rope_theta", 10000.0f));
+  RETURN_IF_ERROR(ParseHfRopeScaling(root, src, &c));
+  ASSIGN_OR_RETURN(c.tie_word_embeddings, f.BoolOr("tie_word_embeddings", false));
+  c.rope_interleaved = false;  // HF checkpoints store q/k for rotate_half
+
+  ASSIGN_OR_RETURN(std::optional<std::string> act, f.String("hidden_act"));
+  if (act && *act != "silu") {
+    return UnimplementedError(
+        fmt::format("{}: unsupported hidden_act '{}' (only silu)", src, *act));
+  }
+  ASSIGN_OR_RETURN(bool mlp_bias, f.BoolOr("mlp_bias", false));
+  if (mlp_bias) return UnimplementedError(src + ": 'mlp_bias' true is not supported");
+
+  switch (c.arch) {
+    case Architecture::kLlama: {
+      // Llama's attention_bias also adds an o_proj bias, which the engine has no slot for.
+      ASSIGN_OR_RETURN(bool bias, f.BoolOr("attention_bias", false));
+      if (bias) {
+        return UnimplementedError(src +
+                                  ": 'attention_bias' true (q/k/v/o biases) is not "
+                                  "supported for LlamaForCausalLM");
+      }
+      break;
+    }
+    case Architecture::kMistral: {
+      // MistralConfig defaults to a 4096 window; newer checkpoints write null (full attention).
+      auto it = root.find("sliding_window");
+      if (it == root.end()) {
+        c.sliding_window = 4096;
+      } else {
+        ASSIGN_OR_RETURN(c.sliding_window, f.IntOr("sliding_window", 0));
+      }
+      break;
+    }
+    case Architecture::kQwen2: {
+      c.attention_bias = true;  // q/k/v always carry biases in Qwen2
+      ASSIGN_OR_RETURN(bool use_sw, f.BoolOr("use_sliding_window", false));
+      if (use_sw) {
+        // transformers applies the window only to layers >= max_window_layers.
+        ASSIGN_OR_RETURN(int max_window_layers, f.IntOr("max_window_layers", 28));
+        ASSIGN_OR_RETURN(int window, f.IntOr("sliding_window", 4096));
+        if (max_window_layers < c.num_layers && window > 0) {
+          return UnimplementedError(fmt::format(
+              "{}: use_sliding_window with max_window_layers {} < num_hidden_layers {} (per-layer "
+              "sliding window) is not supported",
+              src, max_window_layers, c.num_layers));
+        }
+      }
+      break;
+    }
+  }
+
+  ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> bos, f.IdList("bos_token_id"));
+  if (bos) {
+    if (bos->size() != 1) return f.WrongType("bos_token_id", "a single token id");
+    c.bos_token_id = (*bos)[0];
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> eos, f.IdList("eos_token_id"));
+  if (eos) c.eos_token_ids = std::move(*eos);
+
+  ASSIGN_OR_RETURN(std::optional<std::string> dtype, f.String("torch_dtype"));
+  if (!dtype) {
+    ASSIGN_OR_RETURN(dtype, f.String("dtype"));  // newer transformers name
+  }
+  if (dtype) c.weight_dtype = TorchDTypeToDType(*dtype);
+
+  Status valid = c.Validate();
+  if (!valid.ok()) return valid.WithContext(src);
+  return c;
+}
+
+Status ParseGenerationConfig(const std::string& json_text, const std::string& source_name,
+                             ModelConfig* config, LoadedModel::GenerationDefaults* defaults) {
+  const std::string& src = source_name;
+  ASSIGN_OR_RETURN(Json root, ParseJsonObject(json_text, src));
+  JsonFields f(root, src);
+  auto range = [&](const char* key, float v, float lo, float hi) -> Status {
+    if (!(v >= lo && v <= hi)) {
+      return InvalidArgumentError(
+          fmt::format("{}: '{}' = {} not in [{}, {}]", src, key, v, lo, hi));
+    }
+    return Status::Ok();
+  };
+  ASSIGN_OR_RETURN(defaults->temperature, f.FloatOr("temperature", -1));
+  if (defaults->temperature != -1)
+    RETURN_IF_ERROR(range("temperature", defaults->temperature, 0, 100));
+  ASSIGN_OR_RETURN(defaults->top_p, f.FloatOr("top_p", -1));
+  if (defaults->top_p != -1) RETURN_IF_ERROR(range("top_p", defaults->top_p, 0, 1));
+  ASSIGN_OR_RETURN(defaults->min_p, f.FloatOr("min_p", -1));
+  if (defaults->min_p != -1) RETURN_IF_ERROR(range("min_p", defaults->min_p, 0, 1));
+  ASSIGN_OR_RETURN(defaults->repetition_penalty, f.FloatOr("repetition_penalty", -1));
+  if (defaults->repetition_penalty != -1) {
+    RETURN_IF_ERROR(range("repetition_penalty", defaults->repetition_penalty, 1e-3f, 100));
+  }
+  ASSIGN_OR_RETURN(defaults->top_k, f.IntOr("top_k", -1));
+  if (defaults->top_k < -1) {
+    return InvalidArgumentError(fmt::format("{}: 'top_k' = {} is negative", src, defaults->top_k));
+  }
+  if (defaults->top_k == 0) defaults->top_k = -1;  // transformers: 0 disables top-k
+
+  ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> bos, f.IdList("bos_token_id"));
+  if (bos) {
+    if (bos->size() != 1) return f.WrongType("bos_token_id", "a single token id");
+    config->bos_token_id = (*bos)[0];
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> eos, f.IdList("eos_token_id"));
+  if (eos && !eos->empty()) config->eos_token_ids = std::move(*eos);
+  Status valid = config->Validate();
+  if (!valid.ok()) return valid.WithContext(src);
+  return Status::Ok();
+}
+
+namespace {
+
+constexpr const char* kSupportedGgufArchs = "llama, qwen2";
+
+// Reads `key` as an int when present; NotFound leaves `*out` unchanged.
+Status OptionalGgufInt(const GgufFile& g, const std::string& key, int* out) {
+  StatusOr<int64_t> v = g.GetInt(key);
+  if (!v.ok()) return v.status().code() == StatusCode::kNotFound ? Status::Ok() : v.status();
+  if (*v < std::numeric_limits<int32_t>::min() || *v > std::numeric_limits<int32_t>::max()) {
+    return OutOfRangeError(
+        fmt::format("{}: metadata key '{}' = {} is out of range", g.name(), key, *v));
+  }
+  *out = static_cast<int>(*v);
+  return Status::Ok();
+}
+
+Status RequiredGgufInt(const GgufFile& g, const std::string& key, int* out) {
+  if (g.Find(key) == nullptr)
+    return NotFoundError(g.name() + ": missing metadata key '" + key + "'");
+  return OptionalGgufInt(g, key, out);
+}
+
+Status OptionalGgufFloat(const GgufFile& g, const std::string& key, float* out) {
+  StatusOr<double> v = g.GetFloat(key);
+  if (!v.ok()) return v.status().code() == StatusCode::kNotFound ? Status::Ok() : v.status();
+  *out = static_cast<float>(*v);
+  return Status::Ok();
+}
+
+// llama.cpp stores Llama 3 RoPE scaling as `rope_freqs.weight`: one divisor per rotary pair,
+// [head_dim / 2] float32. We accept it when it matches the llama3 rule with the parameters every
+// Llama 3.x release uses (low 1, high 4, original context 8192) and recover `factor`.
+Status ParseGgufRopeFreqs(const GgufFile& g, ModelConfig* c) {
+  const TensorView* t = g.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return Status::Ok();
+  const int pairs = c->head_dim / 2;
+  if (t->dtype != DType::kF32 || t->shape.size() != 1 || t->shape[0] != pairs) {
+    return UnimplementedError(fmt::format(
+        "{}: tensor 'rope_freqs.weight' must be F32 [{}] (llama3 RoPE factors)", g.name(), pairs));
+  }
+  std::vector<float> r(pairs);
+  std::memcpy(r.data(), t->data, pairs * sizeof(float));
+  const float factor = *std::max_element(r.begin(), r.end());
+  if (!(factor >= 1.0f) || !std::isfinite(factor)) {
+    return UnimplementedError(g.name() + ": tensor 'rope_freqs.weight' has factors below 1");
+  }
+  if (factor == 1.0f) return Status::Ok();  // all ones: no scaling
+  RopeScaling s;
+  s.type = RopeScalingType::kLlama3;
+  s.factor = factor;
+  s.low_freq_factor = 1.0f;
+  s.high_freq_factor = 4.0f;
+  s.original_max_position_embeddings = 8192;
+  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  for (int i = 0; i < pairs; ++i) {
+    const double freq = std::pow(static_cast<double>(c->rope_theta), -2.0 * i / c->head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    double expect;
+    if (wavelen < high_wavelen) {
+      expect = 1.0;
+    } else if (wavelen > low_wavelen) {
+      expect = factor;
+    } else {
+      const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      expect = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    if (std::fabs(r[i] - expect) > 1e-3 * expect) {
+      return UnimplementedError(fmt::format(
+          "{}: tensor 'rope_freqs.weight' does not match llama3 RoPE scaling (factor {}, low 1, "
+          "high 4, original context 8192) at pair {}: {} vs {}",
+          g.name(), factor, i, r[i], expect));
+    }
+  }
+  c->rope_scaling = s;
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
+  ASSIGN_OR_RETURN(std::string arch, g.GetString("general.architecture"));
+  ModelConfig c;
+  if (arch == "llama") {
+    // llama.cpp's converter permutes q/k rows for adjacent-pair RoPE.
+    c.arch = Architecture::kLlama;
+    c.hf_architecture = "LlamaForCausalLM";
+    c.rope_interleaved = true;
+  } else if (arch == "qwen2") {
+    c.arch = Architecture::kQwen2;
+    c.hf_architecture = "Qwen2ForCausalLM";
+    c.rope_interleaved = false;
+    c.attention_bias = true;
+  } else {
+    return InvalidArgumentError(fmt::format(
+        "{}: unsupported GGUF architecture '{}' (key 'general.architecture'); supported: {}",
+        g.name(), arch, kSupportedGgufArchs));
+  }
+  const std::string p = arch + ".";
+  RETURN_IF_ERROR(RequiredGgufInt(g, p + "embedding_length", &c.hidden_size));
+  RETURN_IF_ERROR(RequiredGgufInt(g, p + "feed_forward_length", &c.intermediate_size));
+  RETURN_IF_ERROR(RequiredGgufInt(g, p + "block_count", &c.num_layers));
+  RETURN_IF_ERROR(RequiredGgufInt(g, p + "attention.head_count", &c.num_heads));
+  if (c.num_heads <= 0) {
+    return InvalidArgumentError(
+        fmt::format("{}: '{}attention.head_count' must be positive", g.name(), p));
+  }
+  c.num_kv_heads = c.num_heads;
+  RETURN_IF_ERROR(OptionalGgufInt(g, p + "attention.head_count_kv", &c.num_kv_heads));
+  c.head_dim = c.hidden_size / c.num_heads;
+  RETURN_IF_ERROR(OptionalGgufInt(g, p + "attention.key_length", &c.head_dim));
+  int value_length = c.head_dim;
+  RETURN_IF_ERROR(OptionalGgufInt(g, p + "attention.value_length", &value_length));
+  if (value_length != c.head_dim) {
+    return UnimplementedError(fmt::format("{}: attention.value_length {} != key_length {}",
+                                          g.name(), value_length, c.head_dim));
+  }
+  RETURN_IF_ERROR(RequiredGgufInt(g, p + "context_length", &c.max_position_embeddings));
+  c.rms_norm_eps = 1e-5f;
+  RETURN_IF_ERROR(OptionalGgufFloat(g, p + "attention.layer_norm_rms_epsilon", &c.rms_norm_eps));
+  c.rope_theta = 10000.0f;
+  RETURN_IF_ERROR(OptionalGgufFloat(g, p + "rope.freq_base", &c.rope_theta));
+
+  std::string scaling = "none";
+  if (g.Find(p + "rope.scaling.type") != nullptr) {
+    ASSIGN_OR_RETURN(scaling, g.GetString(p + "rope.scaling.type"));
+  }
+  float factor = 0.0f;
+  RETURN_IF_ERROR(OptionalGgufFloat(g, p + "rope.scaling.factor", &factor));
+  float scale_linear = 0.0f;  // older files
+  RETURN_IF_ERROR(OptionalGgufFloat(g, p + "rope.scale_linear", &scale_linear));
+  if (scaling == "linear") {
+    c.rope_scaling.type = RopeScalingType::kLinear;
+    c.rope_scaling.factor = factor;
+  } else if (scaling == "none") {
+    if (scale_linear != 0.0f && scale_linear != 1.0f) {
+      c.rope_scaling.type = RopeScalingType::kLinear;
+      c.rope_scaling.factor = scale_linear;
+    }
+  } else {
+    return UnimplementedError(
+        fmt::format("{}: unsupported rope scaling type '{}' (key '{}rope.scaling.type')", g.name(),
+                    scaling, p));
+  }
+  if (c.head_dim >= 2 && c.head_dim <= 256 && c.rope_scaling.type == RopeScalingType::kNone) {
+    RETURN_IF_ERROR(ParseGgufRopeFreqs(g, &c));
+  }
+
+  const GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
+  const TensorView* embd = g.FindTensor("token_embd.weight");
+  if (g.Find(p + "vocab_size") != nullptr) {
+    RETURN_IF_ERROR(OptionalGgufInt(g, p + "vocab_size", &c.vocab_size));
+  } else if (tokens != nullptr && tokens->type == GgufType::kArray &&
+             tokens->array_type == GgufType::kString) {
+    if (tokens->strings.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      return OutOfRangeError(g.name() + ": 'tokenizer.ggml.tokens' is too long");
+    }
+    c.vocab_size = static_cast<int>(tokens->strings.size());
+  } else if (embd != nullptr && embd->shape.size() == 2 &&
+             embd->shape[0] <= std::numeric_limits<int32_t>::max()) {
+    c.vocab_size = static_cast<int>(embd->shape[0]);
+  } else {
+    return NotFoundError(fmt::format(
+        "{}: cannot determine the vocabulary size (no '{}vocab_size', 'tokenizer.ggml.tokens' "
+        "or 'token_embd.weight')",
+        g.name(), p));
+  }
+
+  c.tie_word_embeddings = g.FindTensor("output.weight") == nullptr;
+  if (const TensorView* q = g.FindTensor("blk.0.attn_q.weight")) c.weight_dtype = q->dtype;
+  RETURN_IF_ERROR(OptionalGgufInt(g, "tokenizer.ggml.bos_token_id", &c.bos_token_id));
+  int eos = -1, eot = -1;
+  RETURN_IF_ERROR(OptionalGgufInt(g, "tokenizer.ggml.eos_token_id", &eos));
+  RETURN_IF_ERROR(OptionalGgufInt(g, "tokenizer.ggml.eot_token_id", &eot));
+  if (eos >= 0) c.eos_token_ids.push_back(eos);
+  if (eot >= 0 && eot != eos) c.eos_token_ids.push_back(eot);
+
+  Status valid = c.Validate();
+  if (!valid.ok()) return valid.WithContext(g.name());
+  return c;
+}
+
+}  // namespace pagellm

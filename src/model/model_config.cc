@@ -1,0 +1,79 @@
+#include "model/model_config.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace pagellm {
+namespace {
+
+// Upper bounds far above any real Llama-family model; they keep products of sizes well inside
+// int64 and stop a hostile config from requesting absurd buffers downstream.
+constexpr int kMaxHidden = 1 << 17;
+constexpr int kMaxIntermediate = 1 << 20;
+constexpr int kMaxLayers = 1024;
+constexpr int kMaxHeads = 1024;
+constexpr int kMaxVocab = 1 << 24;
+constexpr int kMaxPositions = 1 << 26;
+
+Status Bad(const std::string& what) {
+  return InvalidArgumentError("invalid model config: " + what);
+}
+
+Status CheckRange(const char* name, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) return Bad(fmt::format("{} = {} not in [{}, {}]", name, v, lo, hi));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ModelConfig::Validate() const {
+  RETURN_IF_ERROR(CheckRange("hidden_size", hidden_size, 1, kMaxHidden));
+  RETURN_IF_ERROR(CheckRange("intermediate_size", intermediate_size, 1, kMaxIntermediate));
+  RETURN_IF_ERROR(CheckRange("num_layers", num_layers, 1, kMaxLayers));
+  RETURN_IF_ERROR(CheckRange("num_heads", num_heads, 1, kMaxHeads));
+  RETURN_IF_ERROR(CheckRange("num_kv_heads", num_kv_heads, 1, num_heads));
+  if (num_heads % num_kv_heads != 0) {
+    return Bad(
+        fmt::format("num_heads {} is not a multiple of num_kv_heads {}", num_heads, num_kv_heads));
+  }
+  RETURN_IF_ERROR(CheckRange("head_dim", head_dim, 8, 256));
+  if (head_dim % 2 != 0) return Bad(fmt::format("head_dim {} is odd", head_dim));
+  RETURN_IF_ERROR(CheckRange("vocab_size", vocab_size, 1, kMaxVocab));
+  RETURN_IF_ERROR(CheckRange("max_position_embeddings", max_position_embeddings, 1, kMaxPositions));
+  if (!(rms_norm_eps > 0.0f) || !std::isfinite(rms_norm_eps)) {
+    return Bad(fmt::format("rms_norm_eps {} must be positive and finite", rms_norm_eps));
+  }
+  if (!(rope_theta > 0.0f) || !std::isfinite(rope_theta)) {
+    return Bad(fmt::format("rope_theta {} must be positive and finite", rope_theta));
+  }
+  if (rope_scaling.type != RopeScalingType::kNone) {
+    if (!(rope_scaling.factor > 0.0f) || !std::isfinite(rope_scaling.factor)) {
+      return Bad(fmt::format("rope_scaling factor {} must be positive", rope_scaling.factor));
+    }
+  }
+  if (rope_scaling.type == RopeScalingType::kLlama3) {
+    const RopeScaling& s = rope_scaling;
+    if (!(s.low_freq_factor > 0.0f) || !(s.high_freq_factor > s.low_freq_factor) ||
+        !std::isfinite(s.high_freq_factor)) {
+      return Bad(
+          fmt::format("llama3 rope_scaling needs 0 < low_freq_factor ({}) < "
+                      "high_freq_factor ({})",
+                      s.low_freq_factor, s.high_freq_factor));
+    }
+    RETURN_IF_ERROR(CheckRange("rope_scaling original_max_position_embeddings",
+                               s.original_max_position_embeddings, 1, kMaxPositions));
+  }
+  RETURN_IF_ERROR(CheckRange("sliding_window", sliding_window, 0, kMaxPositions));
+  RETURN_IF_ERROR(CheckRange("bos_token_id", bos_token_id, -1, vocab_size - 1));
+  for (int32_t id : eos_token_ids) {
+    RETURN_IF_ERROR(CheckRange("eos_token_id", id, 0, vocab_size - 1));
+  }
+  return Status::Ok();
+}
+
+std::string SupportedArchitecturesList() {
+  return "LlamaForCausalLM (Llama 1/2/3, SmolLM), MistralForCausalLM, Qwen2ForCausalLM";
+}
+
+}  // namespace pagellm

@@ -1,0 +1,346 @@
+// LoadModel: opens a Hugging Face directory or a GGUF file and binds every weight the forward
+// pass needs, checking presence, dtype and exact shape. Matrices stay in the mapping; only
+// norms and biases are converted to owned float32.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
+
+#include "base/half.h"
+#include "model/config_parser.h"
+#include "model/gguf_file.h"
+#include "model/model_weights.h"
+#include "model/safetensors_file.h"
+
+namespace pagellm {
+
+LoadedModel::~LoadedModel() = default;
+
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// Tensor names of one file format. Layer names are `layer_prefix + N + "." + suffix`.
+struct TensorNames {
+  const char* embed;
+  const char* layer_prefix;
+  const char* attn_norm;
+  const char* wq;
+  const char* wk;
+  const char* wv;
+  const char* wo;
+  const char* bq;
+  const char* bk;
+  const char* bv;
+  const char* ffn_norm;
+  const char* w_gate;
+  const char* w_up;
+  const char* w_down;
+  const char* final_norm;
+  const char* lm_head;
+};
+
+constexpr TensorNames kHfNames = {
+    "model.embed_tokens.weight",
+    "model.layers.",
+    "input_layernorm.weight",
+    "self_attn.q_proj.weight",
+    "self_attn.k_proj.weight",
+    "self_attn.v_proj.weight",
+    "self_attn.o_proj.weight",
+    "self_attn.q_proj.bias",
+    "self_attn.k_proj.bias",
+    "self_attn.v_proj.bias",
+    "post_attention_layernorm.weight",
+    "mlp.gate_proj.weight",
+    "mlp.up_proj.weight",
+    "mlp.down_proj.weight",
+    "model.norm.weight",
+    "lm_head.weight",
+};
+
+constexpr TensorNames kGgufNames = {
+    "token_embd.weight",  "blk.",
+    "attn_norm.weight",   "attn_q.weight",
+    "attn_k.weight",      "attn_v.weight",
+    "attn_output.weight", "attn_q.bias",
+    "attn_k.bias",        "attn_v.bias",
+    "ffn_norm.weight",    "ffn_gate.weight",
+    "ffn_up.weight",      "ffn_down.weight",
+    "output_norm.weight", "output.weight",
+};
+
+// The tensors of a model across its files, and the checks and conversions that turn them into
+// ModelWeights. Records which tensors were used so leftovers can be reported.
+class WeightBinder {
+ public:
+  // `file` must outlive the binder (it names the file in errors).
+  void set_source(const std::string* file) { source_ = file; }  // named for missing tensors
+  void Add(const TensorView* t, const std::string* file) { tensors_[t->name] = {t, file}; }
+  bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
+
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+    ASSIGN_OR_RETURN(const Entry* e, Use(name, {rows, cols}));
+    const TensorView& t = *e->tensor;
+    int64_t align = 2;  // fp16 halves and the fp16 scale of quantized blocks
+    switch (t.dtype) {
+      case DType::kF32:
+        align = 4;
+        break;
+      case DType::kF16:
+      case DType::kBF16:
+      case DType::kQ8_0:
+      case DType::kQ4_0:
+        break;
+      default:
+        return UnimplementedError(
+            fmt::format("{}: tensor '{}': dtype {} is not supported for weight matrices", *e->file,
+                        name, DTypeName(t.dtype)));
+    }
+    // Kernels read elements in place; a misaligned tensor would make those reads undefined.
+    if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+      return UnimplementedError(
+          fmt::format("{}: tensor '{}': data is not {}-byte aligned", *e->file, name, align));
+    }
+    WeightMatrix m;
+    m.dtype = t.dtype;
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    return m;
+  }
+
+  StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) {
+    ASSIGN_OR_RETURN(const Entry* e, Use(name, {n}));
+    const TensorView& t = *e->tensor;
+    std::vector<float> out(static_cast<size_t>(n));
+    switch (t.dtype) {
+      case DType::kF32:
+        std::memcpy(out.data(), t.data, n * sizeof(float));
+        break;
+      case DType::kF16:
+      case DType::kBF16:
+        for (int64_t k = 0; k < n; ++k) {
+          uint16_t h;
+          std::memcpy(&h, t.data + 2 * k, 2);
+          out[k] = t.dtype == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+        }
+        break;
+      default:
+        return UnimplementedError(
+            fmt::format("{}: tensor '{}': dtype {} is not supported for norms and biases (F32, "
+                        "F16, BF16)",
+                        *e->file, name, DTypeName(t.dtype)));
+    }
+    return out;
+  }
+
+  // Marks a tensor as used without binding it (an lm_head tied to the embedding anyway).
+  void Ignore(const std::string& name) { used_.insert(name); }
+
+  // A bias we did not bind would be silently dropped from the forward pass; refuse instead.
+  Status CheckNoUnusedBiases(const std::string& arch) const {
+    for (const auto& [name, e] : tensors_) {
+      if (used_.count(name) == 0 && name.size() > 5 && name.ends_with(".bias")) {
+        return UnimplementedError(
+            fmt::format("{}: tensor '{}' is not used by {} (only q/k/v biases are supported)",
+                        *e.file, name, arch));
+      }
+    }
+    return Status::Ok();
+  }
+
+  int64_t total_bytes() const { return total_bytes_; }
+  int64_t num_parameters() const { return num_parameters_; }
+
+ private:
+  struct Entry {
+    const TensorView* tensor;
+    const std::string* file;
+  };
+
+  StatusOr<const Entry*> Use(const std::string& name, const std::vector<int64_t>& shape) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      return NotFoundError(fmt::format("{}: missing tensor '{}'", *source_, name));
+    }
+    const Entry& e = it->second;
+    if (e.tensor->shape != shape) {
+      return InvalidArgumentError(fmt::format("{}: tensor '{}': expected shape {}, got {}", *e.file,
+                                              name, ShapeString(shape),
+                                              ShapeString(e.tensor->shape)));
+    }
+    if (used_.insert(name).second) {
+      total_bytes_ += static_cast<int64_t>(e.tensor->nbytes);
+      num_parameters_ += e.tensor->numel();
+    }
+    return &e;
+  }
+
+  const std::string* source_ = nullptr;
+  std::unordered_map<std::string, Entry> tensors_;
+  std::set<std::string> used_;
+  int64_t total_bytes_ = 0;
+  int64_t num_parameters_ = 0;
+};
+
+// Binds every tensor the config calls for. Sets config->tie_word_embeddings when the output
+// projection is absent and config->weight_dtype from the first layer's q projection.
+Status BindWeights(const TensorNames& n, WeightBinder& b, ModelConfig* config, ModelWeights* w) {
+  const ModelConfig& c = *config;
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  ASSIGN_OR_RETURN(w->embed, b.Matrix(n.embed, c.vocab_size, hidden));
+  w->layers.resize(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = fmt::format("{}{}.", n.layer_prefix, i);
+    LayerWeights& l = w->layers[i];
+    ASSIGN_OR_RETURN(l.attn_norm, b.Vector(p + n.attn_norm, hidden));
+    ASSIGN_OR_RETURN(l.wq, b.Matrix(p + n.wq, c.q_dim(), hidden));
+    ASSIGN_OR_RETURN(l.wk, b.Matrix(p + n.wk, c.kv_dim(), hidden));
+    ASSIGN_OR_RETURN(l.wv, b.Matrix(p + n.wv, c.kv_dim(), hidden));
+    ASSIGN_OR_RETURN(l.wo, b.Matrix(p + n.wo, hidden, c.q_dim()));
+    if (c.attention_bias) {
+      ASSIGN_OR_RETURN(l.bq, b.Vector(p + n.bq, c.q_dim()));
+      ASSIGN_OR_RETURN(l.bk, b.Vector(p + n.bk, c.kv_dim()));
+      ASSIGN_OR_RETURN(l.bv, b.Vector(p + n.bv, c.kv_dim()));
+    }
+    ASSIGN_OR_RETURN(l.ffn_norm, b.Vector(p + n.ffn_norm, hidden));
+    ASSIGN_OR_RETURN(l.w_gate, b.Matrix(p + n.w_gate, inter, hidden));
+    ASSIGN_OR_RETURN(l.w_up, b.Matrix(p + n.w_up, inter, hidden));
+    ASSIGN_OR_RETURN(l.w_down, b.Matrix(p + n.w_down, hidden, inter));
+  }
+  ASSIGN_OR_RETURN(w->final_norm, b.Vector(n.final_norm, hidden));
+  if (!b.Has(n.lm_head)) config->tie_word_embeddings = true;
+  if (config->tie_word_embeddings) {
+    w->lm_head = w->embed;
+    b.Ignore(n.lm_head);
+  } else {
+    ASSIGN_OR_RETURN(w->lm_head, b.Matrix(n.lm_head, c.vocab_size, hidden));
+  }
+  config->weight_dtype = w->layers[0].wq.dtype;
+  RETURN_IF_ERROR(b.CheckNoUnusedBiases(c.hf_architecture));
+  w->total_bytes = b.total_bytes();
+  w->num_parameters = b.num_parameters();
+  return Status::Ok();
+}
+
+// A shard name from an index must be a plain file name inside the model directory.
+bool IsPlainFileName(const std::string& s) {
+  return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
+         s.find('\0') == std::string::npos;
+}
+
+// Opens model.safetensors, or the shards listed by model.safetensors.index.json (each once),
+// and registers their tensors with the binder.
+Status OpenSafetensors(const std::string& dir, LoadedModel* m, WeightBinder* b,
+                       std::string* weights_source) {
+  const std::string single = dir + "/model.safetensors";
+  if (FileExists(single)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f, SafetensorsFile::Open(single));
+    m->safetensors.push_back(std::move(f));
+    for (const TensorView& t : m->safetensors.back()->tensors()) {
+      b->Add(&t, &m->safetensors.back()->name());
+    }
+    *weights_source = single;
+    return Status::Ok();
+  }
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  if (!FileExists(index_path)) {
+    return NotFoundError(fmt::format(
+        "{}: no model.safetensors or model.safetensors.index.json in the model directory", dir));
+  }
+  *weights_source = index_path;
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(index_path));
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) {
+    return InvalidArgumentError(index_path + ": not a valid JSON object");
+  }
+  auto wm = root.find("weight_map");
+  if (wm == root.end() || !wm->is_object()) {
+    return InvalidArgumentError(index_path + ": missing object 'weight_map'");
+  }
+  std::map<std::string, SafetensorsFile*> shards;
+  for (const auto& [tensor, shard_json] : wm->items()) {
+    if (!shard_json.is_string() || !IsPlainFileName(shard_json.get<std::string>())) {
+      return InvalidArgumentError(
+          fmt::format("{}: weight_map entry '{}' must be a file name in the model directory",
+                      index_path, tensor));
+    }
+    const std::string shard = shard_json.get<std::string>();
+    auto it = shards.find(shard);
+    if (it == shards.end()) {
+      ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> f,
+                       SafetensorsFile::Open(dir + "/" + shard));
+      m->safetensors.push_back(std::move(f));
+      it = shards.emplace(shard, m->safetensors.back().get()).first;
+    }
+    const TensorView* t = it->second->FindTensor(tensor);
+    if (t == nullptr) {
+      return NotFoundError(
+          fmt::format("{}: tensor '{}' is mapped to shard '{}' but not found there", index_path,
+                      tensor, shard));
+    }
+    b->Add(t, &it->second->name());
+  }
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = dir;
+  m->format = "safetensors";
+  const std::string config_path = dir + "/config.json";
+  if (!FileExists(config_path)) return NotFoundError(config_path + ": not found");
+  ASSIGN_OR_RETURN(std::string config_text, ReadFileToString(config_path));
+  ASSIGN_OR_RETURN(m->config, ParseHfConfig(config_text, config_path));
+  const std::string gen_path = dir + "/generation_config.json";
+  if (FileExists(gen_path)) {
+    ASSIGN_OR_RETURN(std::string gen_text, ReadFileToString(gen_path));
+    RETURN_IF_ERROR(ParseGenerationConfig(gen_text, gen_path, &m->config, &m->generation_defaults));
+  }
+  WeightBinder binder;
+  std::string weights_source;
+  RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
+  binder.set_source(&weights_source);
+  RETURN_IF_ERROR(BindWeights(kHfNames, binder, &m->config, &m->weights));
+  return m;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf) {
+  auto m = std::make_unique<LoadedModel>();
+  m->path = gguf->name();
+  m->format = "gguf";
+  ASSIGN_OR_RETURN(m->config, ParseGgufConfig(*gguf));
+  WeightBinder binder;
+  for (const TensorView& t : gguf->tensors()) binder.Add(&t, &gguf->name());
+  binder.set_source(&gguf->name());
+  RETURN_IF_ERROR(BindWeights(kGgufNames, binder, &m->config, &m->weights));
+  m->gguf = std::move(gguf);  // the views point into its mapping, which does not move
+  return m;
+}
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return NotFoundError(path + ": no such file or directory");
+  if (S_ISDIR(st.st_mode)) {
+    std::string dir = path;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return LoadHfDirectory(dir);
+  }
+  if (path.ends_with(".safetensors") || path.ends_with(".json")) {
+    return InvalidArgumentError(
+        path + ": pass the model directory (with config.json), not a file inside it");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
+  return LoadGgufModel(std::move(gguf));
+}
+
+}  // namespace pagellm
