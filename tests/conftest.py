@@ -1,0 +1,53 @@
+"""pytest setup for the Python tests (tools/gen_model.py, tests/reference_forward.py).
+
+Run from the repo root:  /usr/bin/python3 -m pytest -q tests/
+
+Environment:
+  PAGELLM_BINARY      path to the built pagellm binary; tests that run it skip when unset/missing
+  PAGELLM_SHARED_DIR  test assets (default ../shared next to the repo); tests skip when absent
+  PAGELLM_TMP         scratch directory for generated models (default: pytest's tmp_path)
+"""
+
+import os
+import sys
+import tempfile
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+for sub in ("tools", "tests"):
+    path = os.path.join(REPO_ROOT, sub)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def shared_dir_or_none():
+    path = os.environ.get("PAGELLM_SHARED_DIR") or os.path.join(os.path.dirname(REPO_ROOT), "shared")
+    return path if os.path.isdir(path) else None
+
+
+@pytest.fixture(scope="session")
+def shared_dir():
+    path = shared_dir_or_none()
+    if path is None:
+        pytest.skip("shared test assets not found (set PAGELLM_SHARED_DIR)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pagellm_binary():
+    path = os.environ.get("PAGELLM_BINARY")
+    if not path:
+        pytest.skip("PAGELLM_BINARY is not set")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        pytest.skip(f"PAGELLM_BINARY={path} is not an executable file")
+    return path
+
+
+@pytest.fixture(scope="session")
+def scratch_dir(tmp_path_factory):
+    base = os.environ.get("PAGELLM_TMP")
+    if base:
+        os.makedirs(base, exist_ok=True)
+        return tempfile.mkdtemp(prefix="pytest-", dir=base)
+    return str(tmp_path_factory.mktemp("pagellm"))

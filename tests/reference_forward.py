@@ -1,0 +1,364 @@
+"""Independent float64 numpy reference for Llama-family decoders (Llama, Mistral, Qwen2).
+
+Reads a Hugging Face directory (config.json + model.safetensors or sharded safetensors with
+model.safetensors.index.json; F32/F16/BF16 widened to float64) and runs a full causal forward
+over a token list, no KV cache:
+
+    x = embed[ids]
+    per layer: h = rmsnorm(x) ; q,k,v = h W^T (+ bias) ; rotate_half RoPE on q,k ;
+               GQA: KV head j serves query heads j*g .. j*g+g-1 (g = heads / kv_heads) ;
+               softmax(q k^T / sqrt(head_dim) + causal [sliding-window] mask) v ; x += o_proj ;
+               x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))
+    logits = rmsnorm(x) lm_head^T   (lm_head = embed when tied)
+
+RoPE frequencies follow Hugging Face: inv_freq_i = theta^(-2i/d); "linear" scaling divides
+them by factor; "llama3" is _compute_llama3_parameters (wavelen = 2 pi / inv_freq; wavelen >
+orig/low -> inv/factor; wavelen < orig/high -> unchanged; else smooth blend).
+
+Also contains small readers for safetensors and GGUF (F32/F16/BF16/Q8_0/Q4_0) used by the tests;
+they share no code with tools/ on purpose.
+
+    python3 tests/reference_forward.py MODEL_DIR 1,5,9   # prints top-5 at the last position
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+
+# ---------------------------------------------------------------------------------------------
+# safetensors
+
+_ST_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8", "I32": "<i4", "I64": "<i8",
+              "U8": "u1", "I8": "i1"}
+
+
+def read_safetensors_header(path: str):
+    """-> (header dict without __metadata__, metadata, data section offset)."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    meta = header.pop("__metadata__", {})
+    return header, meta, 8 + n
+
+
+def read_safetensors(path: str, to_float64: bool = True) -> dict:
+    header, _, start = read_safetensors_header(path)
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    out = {}
+    for name, info in header.items():
+        b, e = info["data_offsets"]
+        arr = np.frombuffer(raw[start + b:start + e], dtype=_ST_DTYPES[info["dtype"]])
+        if info["dtype"] == "BF16":
+            arr = (arr.astype(np.uint32) << np.uint32(16)).view(np.float32)
+        arr = arr.reshape(info["shape"])
+        out[name] = arr.astype(np.float64) if to_float64 else np.array(arr)
+    return out
+
+
+def load_hf_weights(model_dir: str) -> dict:
+    index = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            files = sorted(set(json.load(f)["weight_map"].values()))
+    else:
+        files = ["model.safetensors"]
+    weights = {}
+    for fname in files:
+        weights.update(read_safetensors(os.path.join(model_dir, fname)))
+    return weights
+
+
+# ---------------------------------------------------------------------------------------------
+# GGUF
+
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
+_GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+                 10: "<Q", 11: "<q", 12: "<d"}
+
+
+class GgufReader:
+    """Minimal GGUF v2/v3 reader: .version, .metadata {key: value}, .tensors {name: info}."""
+
+    def __init__(self, path: str):
+        self.path = path
+        with open(path, "rb") as f:
+            self.buf = f.read()
+        self.pos = 0
+        magic, self.version = struct.unpack_from("<4sI", self.buf, 0)
+        if magic != b"GGUF":
+            raise ValueError(f"{path}: bad magic {magic!r}")
+        self.pos = 8
+        n_tensors, n_kv = self._u("<QQ")
+        self.metadata = {}
+        self.metadata_types = {}
+        for _ in range(n_kv):
+            key = self._str()
+            vtype = self._u("<I")[0]
+            self.metadata_types[key] = vtype
+            self.metadata[key] = self._value(vtype)
+        self.tensors = {}
+        for _ in range(n_tensors):
+            name = self._str()
+            n_dims = self._u("<I")[0]
+            ne = self._u(f"<{n_dims}Q")
+            ttype, offset = self._u("<IQ")
+            self.tensors[name] = {"ne": list(ne), "shape": list(reversed(ne)), "type": ttype,
+                                  "offset": offset}
+        self.alignment = int(self.metadata.get("general.alignment", 32))
+        self.data_start = -(-self.pos // self.alignment) * self.alignment
+
+    def _u(self, fmt):
+        v = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def _str(self):
+        n = self._u("<Q")[0]
+        s = self.buf[self.pos:self.pos + n].decode("utf-8")
+        self.pos += n
+        return s
+
+    def _value(self, vtype):
+        if vtype == 8:
+            return self._str()
+        if vtype == 9:
+            etype, count = self._u("<IQ")
+            if etype == 8:
+                return [self._str() for _ in range(count)]
+            fmt = _GGUF_SCALARS[etype]
+            size = struct.calcsize(fmt)
+            arr = np.frombuffer(self.buf, dtype=np.dtype(fmt), count=count, offset=self.pos)
+            self.pos += size * count
+            return arr.tolist()
+        return self._u(_GGUF_SCALARS[vtype])[0]
+
+    def tensor_nbytes(self, name: str) -> int:
+        t = self.tensors[name]
+        n = int(np.prod(t["ne"]))
+        return {GGML_F32: 4 * n, GGML_F16: 2 * n, GGML_BF16: 2 * n,
+                GGML_Q8_0: n // 32 * 34, GGML_Q4_0: n // 32 * 18}[t["type"]]
+
+    def raw(self, name: str) -> bytes:
+        t = self.tensors[name]
+        b = self.data_start + t["offset"]
+        return self.buf[b:b + self.tensor_nbytes(name)]
+
+    def tensor(self, name: str) -> np.ndarray:
+        """Dequantized float32 array in numpy (outermost-first) shape."""
+        t = self.tensors[name]
+        data = self.raw(name)
+        kind = t["type"]
+        if kind == GGML_F32:
+            x = np.frombuffer(data, dtype="<f4")
+        elif kind == GGML_F16:
+            x = np.frombuffer(data, dtype="<f2").astype(np.float32)
+        elif kind == GGML_BF16:
+            x = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
+        elif kind == GGML_Q8_0:
+            blk = np.frombuffer(data, dtype=np.uint8).reshape(-1, 34)
+            d = blk[:, :2].copy().view("<f2").astype(np.float32)
+            q = blk[:, 2:].view(np.int8).astype(np.float32)
+            x = d * q
+        elif kind == GGML_Q4_0:
+            blk = np.frombuffer(data, dtype=np.uint8).reshape(-1, 18)
+            d = blk[:, :2].copy().view("<f2").astype(np.float32)
+            qs = blk[:, 2:]
+            q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8.0
+            x = d * q
+        else:
+            raise ValueError(f"{name}: unsupported ggml type {kind}")
+        return np.asarray(x, dtype=np.float32).reshape(t["shape"])
+
+
+def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp adjacent-pair Q/K row order -> HF rotate_half order (inverse of the converter)."""
+    rows = w.shape[0]
+    return (w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:])
+            .swapaxes(1, 2)
+            .reshape(w.shape))
+
+
+def load_gguf_weights(path: str) -> tuple[dict, dict]:
+    """GGUF (llama or qwen2) -> (HF-named float64 weights, HF-style config dict).
+
+    Quantized tensors are dequantized; llama Q/K rows are put back in rotate_half order; the
+    config carries rope scaling from rope.scaling.* or the rope_freqs tensor (as 'rope_freqs').
+    """
+    g = GgufReader(path)
+    md = g.metadata
+    arch = md["general.architecture"]
+
+    def k(name, default=None):
+        return md.get(f"{arch}.{name}", default)
+
+    heads, kv_heads = int(k("attention.head_count")), int(k("attention.head_count_kv"))
+    hidden = int(k("embedding_length"))
+    head_dim = int(k("attention.key_length", hidden // heads))
+    cfg = {"model_type": arch, "hidden_size": hidden, "intermediate_size": int(k("feed_forward_length")),
+           "num_hidden_layers": int(k("block_count")), "num_attention_heads": heads,
+           "num_key_value_heads": kv_heads, "head_dim": head_dim,
+           "vocab_size": g.tensors["token_embd.weight"]["shape"][0],
+           "rms_norm_eps": float(k("attention.layer_norm_rms_epsilon")),
+           "rope_theta": float(k("rope.freq_base", 10000.0)), "rope_scaling": None,
+           "tie_word_embeddings": "output.weight" not in g.tensors,
+           "sliding_window": k("attention.sliding_window"),
+           "use_sliding_window": bool(k("attention.sliding_window"))}
+    if k("rope.scaling.type") == "linear":
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": float(k("rope.scaling.factor"))}
+    if "rope_freqs.weight" in g.tensors:
+        cfg["rope_freqs"] = g.tensor("rope_freqs.weight").astype(np.float64)
+    names = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+             "output.weight": "lm_head.weight"}
+    per_layer = {"attn_norm.weight": "input_layernorm.weight",
+                 "attn_q.weight": "self_attn.q_proj.weight", "attn_q.bias": "self_attn.q_proj.bias",
+                 "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
+                 "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
+                 "attn_output.weight": "self_attn.o_proj.weight",
+                 "ffn_norm.weight": "post_attention_layernorm.weight",
+                 "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+                 "ffn_down.weight": "mlp.down_proj.weight"}
+    out = {}
+    for name in g.tensors:
+        if name == "rope_freqs.weight":
+            continue
+        if name in names:
+            hf = names[name]
+        else:
+            _, layer, rest = name.split(".", 2)
+            hf = f"model.layers.{layer}.{per_layer[rest]}"
+        w = g.tensor(name).astype(np.float64)
+        if arch == "llama" and (".attn_q." in name or ".attn_k." in name):
+            w = unpermute_qk(w, heads if ".attn_q." in name else kv_heads)
+        out[hf] = w
+    return out, cfg
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward pass
+
+def rope_inv_freq(cfg: dict) -> np.ndarray:
+    d = int(cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"])
+    theta = float(cfg.get("rope_theta", 10000.0))
+    inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    if cfg.get("rope_freqs") is not None:  # GGUF llama3: theta_i / rope_freqs[i]
+        return inv / np.asarray(cfg["rope_freqs"], dtype=np.float64)
+    rs = cfg.get("rope_scaling")
+    if not rs:
+        return inv
+    kind = rs.get("rope_type", rs.get("type"))
+    factor = float(rs["factor"])
+    if kind == "linear":
+        return inv / factor
+    if kind == "llama3":
+        low, high = float(rs["low_freq_factor"]), float(rs["high_freq_factor"])
+        orig = float(rs["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        scaled = np.where(wavelen > orig / low, inv / factor, inv)
+        smooth = (orig / wavelen - low) / (high - low)
+        blended = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < orig / high) & ~(wavelen > orig / low)
+        return np.where(medium, blended, scaled)
+    raise ValueError(f"unsupported rope_scaling {rs}")
+
+
+def _rmsnorm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
+    """logits [n_tokens, vocab] (float64) at every position of `token_ids`."""
+    ids = np.asarray(token_ids, dtype=np.int64)
+    n = len(ids)
+    H = cfg["hidden_size"]
+    nh, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    d = int(cfg.get("head_dim") or H // nh)
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    group = nh // nkv
+    pos = np.arange(n, dtype=np.float64) if positions is None else np.asarray(positions, np.float64)
+    ang = pos[:, None] * rope_inv_freq(cfg)[None, :]
+    cos = np.concatenate([np.cos(ang)] * 2, axis=-1)[:, None, :]  # [n, 1, d]
+    sin = np.concatenate([np.sin(ang)] * 2, axis=-1)[:, None, :]
+
+    # Sliding window (Mistral; HF/llama.cpp semantics): position i sees j when i - j < window.
+    window = cfg.get("sliding_window") if (cfg.get("model_type") == "mistral"
+                                           or cfg.get("use_sliding_window")) else None
+    i_idx = np.arange(n)[:, None]
+    j_idx = np.arange(n)[None, :]
+    allowed = j_idx <= i_idx
+    if window:
+        allowed &= (i_idx - j_idx) < int(window)
+    mask = np.where(allowed, 0.0, -np.inf)
+
+    x = weights["model.embed_tokens.weight"][ids]
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = _rmsnorm(x, weights[p + "input_layernorm.weight"], eps)
+
+        def proj(name, rows_heads):
+            y = h @ weights[p + f"self_attn.{name}.weight"].T
+            b = weights.get(p + f"self_attn.{name}.bias")
+            if b is not None:
+                y = y + b
+            return y.reshape(n, rows_heads, d)
+
+        q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        k = np.repeat(k, group, axis=1)  # KV head j -> query heads j*group .. j*group+group-1
+        v = np.repeat(v, group, axis=1)
+        scores = np.einsum("ihd,jhd->hij", q, k) / math.sqrt(d) + mask[None]
+        scores -= scores.max(axis=-1, keepdims=True)
+        prob = np.exp(scores)
+        prob /= prob.sum(axis=-1, keepdims=True)
+        att = np.einsum("hij,jhd->ihd", prob, v).reshape(n, nh * d)
+        x = x + att @ weights[p + "self_attn.o_proj.weight"].T
+        h = _rmsnorm(x, weights[p + "post_attention_layernorm.weight"], eps)
+        gate = h @ weights[p + "mlp.gate_proj.weight"].T
+        up = h @ weights[p + "mlp.up_proj.weight"].T
+        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ weights[p + "mlp.down_proj.weight"].T
+    x = _rmsnorm(x, weights["model.norm.weight"], eps)
+    head = weights.get("lm_head.weight")
+    if head is None or cfg.get("tie_word_embeddings"):
+        head = weights["model.embed_tokens.weight"]
+    return x @ head.T
+
+
+def load_config(model_dir: str) -> dict:
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f)
+
+
+def reference_logits(model: str, token_ids) -> np.ndarray:
+    """HF directory or .gguf file -> float64 logits [n_tokens, vocab]."""
+    if model.endswith(".gguf"):
+        weights, cfg = load_gguf_weights(model)
+    else:
+        cfg, weights = load_config(model), load_hf_weights(model)
+    return forward(cfg, weights, token_ids)
+
+
+def main(argv):
+    if len(argv) != 3:
+        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
+        return 2
+    ids = [int(t) for t in argv[2].split(",")]
+    logits = reference_logits(argv[1], ids)
+    last = logits[-1]
+    top = np.argsort(-last)[:5]
+    print(" ".join(f"{i}:{last[i]:.6f}" for i in top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

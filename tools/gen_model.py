@@ -1,0 +1,646 @@
+#!/usr/bin/env python3
+"""Random-weight Llama-family models for tests and benchmarks (numpy only).
+
+Writes a Hugging Face directory (config.json, generation_config.json, model.safetensors or
+shards + index, tokenizer files) and/or a GGUF v3 file with the same weights. See
+docs/MODEL_GENERATOR.md for the presets, the weight distribution and benchmark recipes.
+
+    /usr/bin/python3 tools/gen_model.py --preset tiny --out /tmp/tiny
+    /usr/bin/python3 tools/gen_model.py --preset llama-3.2-1b --dtype bf16 --out build/models/l1b \
+        --gguf build/models/l1b-q8_0.gguf --gguf-type q8_0
+
+Weights are drawn in float32 per tensor (seeded from --seed and the tensor name), rounded to
+--dtype (this is "the model"), written chunk by chunk to every output, and never held whole.
+GGUF tensors are derived from the same rounded values (then converted or quantized).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_writer as gw  # noqa: E402
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---------------------------------------------------------------------------------------------
+# Presets: shapes of public models (weights are random). Any field can be overridden by a flag.
+
+PRESETS = {
+    # stories260K's shape (see ../shared/models/stories260K), tok512 vocabulary.
+    "tiny": dict(arch="llama", hidden=64, intermediate=172, layers=5, heads=8, kv_heads=4,
+                 head_dim=8, vocab=512, tied=True, rope_theta=10000.0, max_pos=512,
+                 rms_eps=1e-5, tokenizer="tok512"),
+    # A little bigger, Q8_0/Q4_0-friendly (every row length a multiple of 32).
+    "small": dict(arch="llama", hidden=256, intermediate=768, layers=4, heads=4, kv_heads=2,
+                  head_dim=64, vocab=1024, tied=True, rope_theta=10000.0, max_pos=2048,
+                  rms_eps=1e-5, tokenizer="tok512"),
+    "tiny-qwen2": dict(arch="qwen2", hidden=128, intermediate=384, layers=3, heads=4, kv_heads=2,
+                       head_dim=32, vocab=1024, tied=True, qkv_bias=True, rope_theta=1e6,
+                       max_pos=4096, rms_eps=1e-6, tokenizer="tok512"),
+    "smollm-135m": dict(arch="llama", hidden=576, intermediate=1536, layers=30, heads=9,
+                        kv_heads=3, head_dim=64, vocab=49152, tied=True, rope_theta=10000.0,
+                        max_pos=2048, rms_eps=1e-5, tokenizer="llama2-spm"),
+    "qwen2.5-0.5b": dict(arch="qwen2", hidden=896, intermediate=4864, layers=24, heads=14,
+                         kv_heads=2, head_dim=64, vocab=151936, tied=True, qkv_bias=True,
+                         rope_theta=1e6, max_pos=32768, rms_eps=1e-6, tokenizer="qwen3"),
+    "qwen2.5-1.5b": dict(arch="qwen2", hidden=1536, intermediate=8960, layers=28, heads=12,
+                         kv_heads=2, head_dim=128, vocab=151936, tied=True, qkv_bias=True,
+                         rope_theta=1e6, max_pos=32768, rms_eps=1e-6, tokenizer="qwen3"),
+    "llama-3.2-1b": dict(arch="llama", hidden=2048, intermediate=8192, layers=16, heads=32,
+                         kv_heads=8, head_dim=64, vocab=128256, tied=True, rope_theta=500000.0,
+                         rope_scaling="llama3:32:1:4:8192", max_pos=131072, rms_eps=1e-5,
+                         tokenizer="llama3"),
+    "tinyllama-1.1b": dict(arch="llama", hidden=2048, intermediate=5632, layers=22, heads=32,
+                           kv_heads=4, head_dim=64, vocab=32000, tied=False, rope_theta=10000.0,
+                           max_pos=2048, rms_eps=1e-5, tokenizer="llama2-spm"),
+    "mistral-tiny": dict(arch="mistral", hidden=256, intermediate=768, layers=3, heads=8,
+                         kv_heads=2, head_dim=32, vocab=32000, tied=False, rope_theta=10000.0,
+                         max_pos=4096, rms_eps=1e-5, sliding_window=16,
+                         tokenizer="mistral-v0.1"),
+}
+
+# Tokenizers in ../shared: files copied into the model directory, how to read them, and the
+# vocab_size of the real models that use them (default when neither preset nor --vocab says).
+TOKENIZERS = {
+    "llama3": dict(dir="tokenizers/llama3", files=["tokenizer.json", "tokenizer_config.json"],
+                   kind="hf", pre="llama-bpe", add_bos=True, model_vocab=128256),
+    "qwen3": dict(dir="tokenizers/qwen3", files=["tokenizer.json", "tokenizer_config.json"],
+                  kind="hf", pre="qwen2", add_bos=False, model_vocab=151936),
+    "mistral-v0.1": dict(dir="tokenizers/mistral-v0.1",
+                         files=["tokenizer.json", "tokenizer_config.json"], kind="hf", pre=None,
+                         add_bos=True, model_vocab=32000),
+    "llama2-spm": dict(dir="tokenizers/llama2-spm", files=["tokenizer.model"], kind="spm",
+                       model_vocab=32000),
+    "tok512": dict(dir="models/stories260K", files=["tokenizer.model", "tokenizer_config.json"],
+                   kind="spm", model_vocab=512),
+    "tok105": dict(dir="models/babyllama-tok105",
+                   files=["tokenizer.model", "tokenizer_config.json"], kind="spm", model_vocab=105),
+}
+TOKENIZER_ALIASES = {"qwen": "qwen3", "qwen2": "qwen3", "mistral": "mistral-v0.1",
+                     "llama2": "llama2-spm", "stories": "tok512", "stories260k": "tok512",
+                     "babyllama": "tok105"}
+
+HF_DTYPES = {"f32": ("F32", "float32", 4), "f16": ("F16", "float16", 2),
+             "bf16": ("BF16", "bfloat16", 2)}
+ARCHS = {"llama": ("LlamaForCausalLM", "llama"), "mistral": ("MistralForCausalLM", "mistral"),
+         "qwen2": ("Qwen2ForCausalLM", "qwen2")}
+
+CHUNK_ELEMENTS = 1 << 22  # rows are generated/converted/written in pieces of about this size
+
+
+# ---------------------------------------------------------------------------------------------
+# Model description.
+
+@dataclass
+class RopeScaling:
+    kind: str = "none"  # none | linear | llama3
+    factor: float = 1.0
+    low: float = 1.0
+    high: float = 4.0
+    orig: int = 8192
+
+    @staticmethod
+    def parse(text: str | None) -> "RopeScaling":
+        if not text or text == "none":
+            return RopeScaling()
+        parts = text.split(":")
+        kind = parts[0]
+        if kind == "linear" and len(parts) == 2:
+            return RopeScaling("linear", float(parts[1]))
+        if kind == "llama3" and len(parts) in (2, 5):
+            rs = RopeScaling("llama3", float(parts[1]))
+            if len(parts) == 5:
+                rs.low, rs.high, rs.orig = float(parts[2]), float(parts[3]), int(parts[4])
+            return rs
+        raise ValueError(f"bad --rope-scaling {text!r}: none | linear:F | llama3:F[:LOW:HIGH:ORIG]")
+
+    def hf(self):
+        if self.kind == "none":
+            return None
+        if self.kind == "linear":
+            return {"factor": self.factor, "rope_type": "linear", "type": "linear"}
+        return {"factor": self.factor, "low_freq_factor": self.low, "high_freq_factor": self.high,
+                "original_max_position_embeddings": self.orig, "rope_type": "llama3",
+                "type": "llama3"}
+
+
+@dataclass
+class ModelShape:
+    arch: str = "llama"
+    hidden: int = 64
+    intermediate: int = 172
+    layers: int = 2
+    heads: int = 8
+    kv_heads: int = 4
+    head_dim: int = 8
+    vocab: int = 512
+    tied: bool = True
+    qkv_bias: bool = False
+    rope_theta: float = 10000.0
+    rope_scaling: RopeScaling = field(default_factory=RopeScaling)
+    max_pos: int = 2048
+    rms_eps: float = 1e-5
+    sliding_window: int | None = None
+
+    def validate(self):
+        if self.arch not in ARCHS:
+            raise ValueError(f"unknown --arch {self.arch}")
+        for k in ("hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim", "vocab"):
+            if getattr(self, k) <= 0:
+                raise ValueError(f"{k} must be positive")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads {self.heads} not a multiple of kv_heads {self.kv_heads}")
+        if self.head_dim % 2:
+            raise ValueError("head_dim must be even")
+        if self.sliding_window and self.arch != "mistral":
+            raise ValueError("--sliding-window is only supported for --arch mistral")
+        if self.qkv_bias and self.arch != "qwen2":
+            raise ValueError("--qkv-bias is only supported for --arch qwen2 (HF llama's "
+                             "attention_bias would also add an o_proj bias)")
+
+
+@dataclass
+class TensorSpec:
+    hf_name: str
+    gguf_name: str
+    shape: tuple
+    kind: str              # embed | norm | matrix | bias | head
+    permute_heads: int = 0  # >0: llama Q/K, permute rows for GGUF with this many heads
+
+
+def tensor_specs(m: ModelShape) -> list[TensorSpec]:
+    H, I, D = m.hidden, m.intermediate, m.head_dim
+    q, kv = m.heads * D, m.kv_heads * D
+    perm = m.arch in ("llama", "mistral")  # llama.cpp "llama" arch wants adjacent-pair Q/K rows
+    specs = [TensorSpec("model.embed_tokens.weight", "token_embd.weight", (m.vocab, H), "embed")]
+    for i in range(m.layers):
+        p, g = f"model.layers.{i}.", f"blk.{i}."
+        specs.append(TensorSpec(p + "input_layernorm.weight", g + "attn_norm.weight", (H,), "norm"))
+        for name, gname, rows, heads in (("q_proj", "attn_q", q, m.heads),
+                                         ("k_proj", "attn_k", kv, m.kv_heads),
+                                         ("v_proj", "attn_v", kv, 0)):
+            ph = heads if perm else 0
+            specs.append(TensorSpec(p + f"self_attn.{name}.weight", g + f"{gname}.weight",
+                                    (rows, H), "matrix", ph))
+            if m.qkv_bias:
+                specs.append(TensorSpec(p + f"self_attn.{name}.bias", g + f"{gname}.bias",
+                                        (rows,), "bias", ph))
+        specs.append(TensorSpec(p + "self_attn.o_proj.weight", g + "attn_output.weight", (H, q),
+                                "matrix"))
+        specs.append(TensorSpec(p + "post_attention_layernorm.weight", g + "ffn_norm.weight", (H,),
+                                "norm"))
+        specs.append(TensorSpec(p + "mlp.gate_proj.weight", g + "ffn_gate.weight", (I, H), "matrix"))
+        specs.append(TensorSpec(p + "mlp.up_proj.weight", g + "ffn_up.weight", (I, H), "matrix"))
+        specs.append(TensorSpec(p + "mlp.down_proj.weight", g + "ffn_down.weight", (H, I), "matrix"))
+    specs.append(TensorSpec("model.norm.weight", "output_norm.weight", (H,), "norm"))
+    if not m.tied:
+        specs.append(TensorSpec("lm_head.weight", "output.weight", (m.vocab, H), "head"))
+    return specs
+
+
+# ---------------------------------------------------------------------------------------------
+# Weight generation: float32, seeded per tensor, in row chunks.
+
+def round_to_dtype(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float32 -> values representable in `dtype`, still float32 (the model's true weights)."""
+    if dtype == "f32":
+        return x
+    if dtype == "f16":
+        return x.astype(np.float16).astype(np.float32)
+    return gw.bf16_bits_to_f32(gw.f32_to_bf16_bits(x))
+
+
+def hf_bytes(x: np.ndarray, dtype: str) -> np.ndarray:
+    if dtype == "f32":
+        return np.ascontiguousarray(x, dtype="<f4")
+    if dtype == "f16":
+        return x.astype("<f2")
+    return gw.f32_to_bf16_bits(x)
+
+
+def rows_per_chunk(spec: TensorSpec, head_dim: int) -> int:
+    if len(spec.shape) == 1:
+        return spec.shape[0]
+    cols = spec.shape[1]
+    return head_dim * max(1, CHUNK_ELEMENTS // (cols * head_dim))
+
+
+def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float):
+    """Yields (row0, float32 array) covering the tensor in order."""
+    rng = np.random.default_rng([seed, zlib.crc32(spec.hf_name.encode())])
+    rows = spec.shape[0]
+    cols = spec.shape[1] if len(spec.shape) == 2 else None
+    step = rows_per_chunk(spec, m.head_dim)
+    for r0, r1 in gw.iter_row_chunks(rows, step):
+        shape = (r1 - r0, cols) if cols else (r1 - r0,)
+        x = rng.standard_normal(shape, dtype=np.float32)
+        if spec.kind == "norm":
+            x *= np.float32(0.1)
+            x += np.float32(1.0)
+        elif spec.kind == "bias":
+            x *= np.float32(0.1)
+        elif spec.kind == "embed":
+            x *= np.float32(embed_std)
+        else:  # matrix, head: unit-variance outputs for unit-variance inputs
+            x *= np.float32(1.0 / math.sqrt(cols))
+        yield r0, x
+
+
+def llama3_rope_factors(m: ModelShape) -> np.ndarray:
+    """rope_freqs.weight as llama.cpp's converter writes it: theta_i is divided by factor_i."""
+    rs = m.rope_scaling
+    d = m.head_dim
+    freqs = 1.0 / (m.rope_theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+    low_wavelen, high_wavelen = rs.orig / rs.low, rs.orig / rs.high
+    out = []
+    for f in freqs:
+        wavelen = 2 * math.pi / f
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(rs.factor)
+        else:
+            smooth = (rs.orig / wavelen - rs.low) / (rs.high - rs.low)
+            out.append(1.0 / ((1 - smooth) / rs.factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# safetensors (optionally sharded) streaming writer.
+
+class SafetensorsWriter:
+    """Plans files/offsets up front from the specs, then accepts tensor bytes in spec order."""
+
+    def __init__(self, out_dir: str, specs: list[TensorSpec], dtype: str, shard_size: int | None):
+        st_dtype, _, itemsize = HF_DTYPES[dtype]
+        sizes = [int(np.prod(s.shape)) * itemsize for s in specs]
+        groups, cur, cur_size = [], [], 0
+        for s, n in zip(specs, sizes):
+            if shard_size and cur and cur_size + n > shard_size:
+                groups.append(cur)
+                cur, cur_size = [], 0
+            cur.append((s, n))
+            cur_size += n
+        groups.append(cur)
+        n_files = len(groups)
+        self.files = []  # (path, header bytes, [(name, nbytes)])
+        self.weight_map = {}
+        for k, group in enumerate(groups):
+            fname = ("model.safetensors" if n_files == 1
+                     else f"model-{k + 1:05d}-of-{n_files:05d}.safetensors")
+            header = {"__metadata__": {"format": "pt"}}
+            off = 0
+            for s, n in group:
+                header[s.hf_name] = {"dtype": st_dtype, "shape": list(s.shape),
+                                     "data_offsets": [off, off + n]}
+                self.weight_map[s.hf_name] = fname
+                off += n  # every size is a multiple of the itemsize; data stays aligned
+            hb = json.dumps(header, separators=(",", ":")).encode()
+            hb += b" " * (-(8 + len(hb)) % 8)  # data section starts 8-byte aligned
+            self.files.append((os.path.join(out_dir, fname), hb, [(s.hf_name, n) for s, n in group]))
+        self.total_size = sum(sizes)
+        self.out_dir = out_dir
+        self._file_idx = -1
+        self._f = None
+        self._queue = []  # remaining (name, nbytes) in the open file
+        self._written = 0
+
+    def write(self, name: str, data: np.ndarray):
+        if self._written == 0:
+            if not self._queue:
+                self._open_next()
+            if self._queue[0][0] != name:
+                raise RuntimeError(f"safetensors: expected {self._queue[0][0]}, got {name}")
+        data = np.ascontiguousarray(data)
+        data.tofile(self._f)
+        self._written += data.nbytes
+        if self._written == self._queue[0][1]:
+            self._queue.pop(0)
+            self._written = 0
+        elif self._written > self._queue[0][1]:
+            raise RuntimeError(f"safetensors: too much data for {name}")
+
+    def _open_next(self):
+        if self._f:
+            self._f.close()
+        self._file_idx += 1
+        path, hb, names = self.files[self._file_idx]
+        self._f = open(path, "wb")
+        self._f.write(len(hb).to_bytes(8, "little") + hb)
+        self._queue = list(names)
+
+    def close(self):
+        if self._queue or self._file_idx != len(self.files) - 1:
+            raise RuntimeError("safetensors: not every tensor was written")
+        self._f.close()
+        if len(self.files) > 1:
+            index = {"metadata": {"total_size": self.total_size},
+                     "weight_map": dict(sorted(self.weight_map.items()))}
+            with open(os.path.join(self.out_dir, "model.safetensors.index.json"), "w") as f:
+                json.dump(index, f, indent=2)
+                f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizers.
+
+def shared_dir_default() -> str:
+    return os.environ.get("PAGELLM_SHARED_DIR") or os.path.join(os.path.dirname(REPO_ROOT), "shared")
+
+
+def resolve_tokenizer(name: str | None) -> str | None:
+    if name is None or name == "none":
+        return None
+    name = TOKENIZER_ALIASES.get(name.lower(), name)
+    if name not in TOKENIZERS:
+        raise ValueError(f"unknown tokenizer {name!r}; one of: none, " + ", ".join(TOKENIZERS))
+    return name
+
+
+def load_tokenizer(name: str, shared: str) -> gw.TokenizerInfo:
+    t = TOKENIZERS[name]
+    base = os.path.join(shared, t["dir"])
+    if not os.path.isdir(base):
+        raise SystemExit(f"tokenizer {name}: {base} not found (set --shared-dir or "
+                         "PAGELLM_SHARED_DIR, or use --tokenizer none)")
+    cfg_path = os.path.join(base, "tokenizer_config.json")
+    if t["kind"] == "spm":
+        cfg = None
+        if os.path.exists(cfg_path):
+            with open(cfg_path, encoding="utf-8") as f:
+                cfg = json.load(f)
+        return gw.load_sentencepiece(os.path.join(base, "tokenizer.model"), cfg)
+    return gw.load_hf_tokenizer(os.path.join(base, "tokenizer.json"), cfg_path, t["pre"],
+                                t["add_bos"])
+
+
+def copy_tokenizer(name: str, shared: str, out_dir: str, max_pos: int):
+    t = TOKENIZERS[name]
+    base = os.path.join(shared, t["dir"])
+    for fname in t["files"]:
+        shutil.copyfile(os.path.join(base, fname), os.path.join(out_dir, fname))
+    if "tokenizer_config.json" not in t["files"]:  # bare SentencePiece model: describe it
+        cfg = {"tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": False,
+               "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "legacy": True,
+               "model_max_length": max_pos, "clean_up_tokenization_spaces": False}
+        with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+            f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Config files.
+
+def hf_config(m: ModelShape, dtype: str, bos: int | None, eos: int | None) -> dict:
+    hf_arch, model_type = ARCHS[m.arch]
+    c = {
+        "architectures": [hf_arch], "model_type": model_type,
+        "hidden_size": m.hidden, "intermediate_size": m.intermediate,
+        "num_hidden_layers": m.layers, "num_attention_heads": m.heads,
+        "num_key_value_heads": m.kv_heads, "head_dim": m.head_dim, "vocab_size": m.vocab,
+        "max_position_embeddings": m.max_pos, "rms_norm_eps": m.rms_eps,
+        "rope_theta": m.rope_theta, "rope_scaling": m.rope_scaling.hf(), "hidden_act": "silu",
+        "initializer_range": 0.02, "tie_word_embeddings": m.tied,
+        "bos_token_id": bos, "eos_token_id": eos, "torch_dtype": HF_DTYPES[dtype][1],
+        "use_cache": True,
+    }
+    if m.arch == "llama":
+        c.update(attention_bias=False, mlp_bias=False, attention_dropout=0.0)
+    elif m.arch == "mistral":
+        c.update(sliding_window=m.sliding_window, attention_dropout=0.0)
+    else:  # qwen2: q/k/v biases are implicit in the architecture
+        c.update(use_sliding_window=False, sliding_window=m.max_pos, max_window_layers=m.layers,
+                 attention_dropout=0.0)
+    return c
+
+
+def write_json(path: str, obj) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def gguf_metadata(w: gw.GgufWriter, m: ModelShape, name: str, ftype: int,
+                  tok: gw.TokenizerInfo | None):
+    arch = "qwen2" if m.arch == "qwen2" else "llama"
+    w.add_string("general.architecture", arch)
+    w.add_string("general.name", name)
+    w.add_u32("general.alignment", gw.DEFAULT_ALIGNMENT)
+    w.add_u32("general.file_type", gw.LLAMA_FTYPE[ftype])
+    if ftype in (gw.GGML_Q8_0, gw.GGML_Q4_0):
+        w.add_u32("general.quantization_version", 2)
+    w.add_u32(f"{arch}.vocab_size", m.vocab)
+    w.add_u32(f"{arch}.context_length", m.max_pos)
+    w.add_u32(f"{arch}.embedding_length", m.hidden)
+    w.add_u32(f"{arch}.block_count", m.layers)
+    w.add_u32(f"{arch}.feed_forward_length", m.intermediate)
+    w.add_u32(f"{arch}.attention.head_count", m.heads)
+    w.add_u32(f"{arch}.attention.head_count_kv", m.kv_heads)
+    w.add_u32(f"{arch}.attention.key_length", m.head_dim)
+    w.add_u32(f"{arch}.attention.value_length", m.head_dim)
+    w.add_f32(f"{arch}.attention.layer_norm_rms_epsilon", m.rms_eps)
+    w.add_f32(f"{arch}.rope.freq_base", m.rope_theta)
+    w.add_u32(f"{arch}.rope.dimension_count", m.head_dim)
+    if m.rope_scaling.kind == "linear":
+        w.add_string(f"{arch}.rope.scaling.type", "linear")
+        w.add_f32(f"{arch}.rope.scaling.factor", m.rope_scaling.factor)
+    if m.sliding_window:
+        w.add_u32(f"{arch}.attention.sliding_window", m.sliding_window)
+    if tok is not None:
+        gw.add_tokenizer_metadata(w, tok, m.vocab)
+
+
+def gguf_tensor_type(spec: TensorSpec, requested: int) -> int:
+    if len(spec.shape) == 1:
+        return gw.GGML_F32  # norms and biases stay F32, as in llama.cpp
+    per_block = gw.GGML_BLOCK[requested][0]
+    if spec.shape[1] % per_block:
+        return gw.GGML_F16  # llama.cpp's fallback for rows that do not fill whole blocks
+    return requested
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver.
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--preset", choices=sorted(PRESETS), help="model shape (flags override)")
+    p.add_argument("--out", help="HF output directory (outside the repo, or under build/)")
+    p.add_argument("--dtype", choices=sorted(HF_DTYPES), default="f32",
+                   help="dtype of the safetensors weights; also the precision of the model "
+                        "the GGUF is converted from (default f32)")
+    p.add_argument("--shard-size", type=int, help="max bytes per safetensors shard")
+    p.add_argument("--gguf", help="also (or only) write this GGUF file")
+    p.add_argument("--gguf-type", choices=sorted(gw.GGML_TYPE_NAMES), default="f32")
+    p.add_argument("--tokenizer", help="none | " + " | ".join(TOKENIZERS) + " (default: preset's)")
+    p.add_argument("--shared-dir", default=None, help="test assets (default $PAGELLM_SHARED_DIR "
+                   "or ../shared next to the repo)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", help="general.name in the GGUF (default: preset or 'random')")
+    p.add_argument("--arch", choices=sorted(ARCHS))
+    p.add_argument("--hidden", type=int)
+    p.add_argument("--intermediate", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--kv-heads", type=int)
+    p.add_argument("--head-dim", type=int, help="default hidden / heads")
+    p.add_argument("--vocab", type=int, help="default: preset's, else the tokenizer's model vocab")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--tied", dest="tied", action="store_true", default=None)
+    g.add_argument("--untied", dest="tied", action="store_false")
+    p.add_argument("--qkv-bias", action="store_true", default=None, help="(qwen2 always has it)")
+    p.add_argument("--rope-theta", type=float)
+    p.add_argument("--rope-scaling", help="none | linear:F | llama3:F[:LOW:HIGH:ORIG] "
+                   "(llama3 defaults LOW 1, HIGH 4, ORIG 8192)")
+    p.add_argument("--max-pos", type=int)
+    p.add_argument("--rms-eps", type=float)
+    p.add_argument("--sliding-window", type=int, help="mistral/qwen2 sliding window (tokens)")
+    p.add_argument("--embed-std", type=float,
+                   help="embedding std (default max(0.02, 1/sqrt(hidden)))")
+    p.add_argument("--allow-in-repo", action="store_true", help="permit outputs inside the repo")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+    if not args.out and not args.gguf:
+        p.error("nothing to write: give --out and/or --gguf")
+    return args
+
+
+def build_shape(args) -> tuple[ModelShape, str | None]:
+    """Preset (default: the fields of ModelShape) overridden by explicit flags."""
+    base = dict(PRESETS[args.preset]) if args.preset else {}
+    preset_tok = base.pop("tokenizer", None)
+    tok_name = resolve_tokenizer(args.tokenizer if args.tokenizer is not None else preset_tok)
+    for k in ("arch", "hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim",
+              "vocab", "tied", "qkv_bias", "rope_theta", "max_pos", "rms_eps", "sliding_window"):
+        v = getattr(args, k)
+        if v is not None:
+            base[k] = v
+    if args.rope_scaling is not None:
+        base["rope_scaling"] = args.rope_scaling
+    defaults = ModelShape()
+    if args.head_dim is None and (args.hidden is not None or args.heads is not None
+                                  or "head_dim" not in base):
+        base["head_dim"] = (base.get("hidden", defaults.hidden)
+                            // base.get("heads", defaults.heads))
+    if args.kv_heads is None and "kv_heads" not in base:
+        base["kv_heads"] = base.get("heads", defaults.heads)
+    if "vocab" not in base:
+        base["vocab"] = TOKENIZERS[tok_name]["model_vocab"] if tok_name else defaults.vocab
+    if "intermediate" not in base and "hidden" in base:
+        base["intermediate"] = base["hidden"] * 8 // 3 // 32 * 32 or 32
+    base["rope_scaling"] = RopeScaling.parse(base.get("rope_scaling"))
+    if base.get("arch") == "qwen2":
+        base["qkv_bias"] = True
+    if base.get("qkv_bias") is None:
+        base.pop("qkv_bias", None)
+    m = ModelShape(**base)
+    m.validate()
+    return m, tok_name
+
+
+def check_output_path(path: str, allow: bool):
+    real = os.path.realpath(path)
+    repo = os.path.realpath(REPO_ROOT)
+    if allow or not (real == repo or real.startswith(repo + os.sep)):
+        return
+    if real.startswith(os.path.join(repo, "build") + os.sep):
+        return
+    raise SystemExit(f"refusing to write {path} inside the repository (use /tmp or build/, "
+                     "or --allow-in-repo)")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    t0 = time.time()
+    m, tok_name = build_shape(args)
+    shared = args.shared_dir or shared_dir_default()
+    log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
+
+    tok = load_tokenizer(tok_name, shared) if tok_name else None
+    if tok is not None and m.vocab < tok.size:
+        raise SystemExit(f"--vocab {m.vocab} is smaller than tokenizer {tok_name} ({tok.size})")
+    if tok is not None:
+        bos, eos = tok.bos_id, tok.eos_id
+        if bos is None:  # Qwen: no BOS token; HF configs (and llama.cpp's GGUFs, with
+            bos = tok.pad_id if tok.pad_id is not None else eos  # add_bos false) name the pad
+            tok.bos_id = bos
+    else:
+        bos, eos = (1, 2) if m.vocab > 2 else (None, None)
+
+    specs = tensor_specs(m)
+    n_params = sum(int(np.prod(s.shape)) for s in specs)
+    embed_std = args.embed_std if args.embed_std is not None else max(0.02, 1 / math.sqrt(m.hidden))
+    name = args.name or args.preset or "random"
+    log(f"gen_model: {name} arch={m.arch} hidden={m.hidden} inter={m.intermediate} "
+        f"layers={m.layers} heads={m.heads}/{m.kv_heads} head_dim={m.head_dim} vocab={m.vocab} "
+        f"tied={m.tied} params={n_params / 1e6:.2f}M tokenizer={tok_name}")
+
+    st = None
+    if args.out:
+        check_output_path(args.out, args.allow_in_repo)
+        os.makedirs(args.out, exist_ok=True)
+        for f in os.listdir(args.out):  # stale outputs of an earlier run (other shard counts)
+            if f.startswith("model") and (f.endswith(".safetensors") or f.endswith(".index.json")):
+                os.remove(os.path.join(args.out, f))
+        write_json(os.path.join(args.out, "config.json"), hf_config(m, args.dtype, bos, eos))
+        gen_eos = eos
+        if tok is not None and tok.extra_eos_ids and eos is not None:
+            gen_eos = [eos] + [e for e in tok.extra_eos_ids if e != eos]
+        write_json(os.path.join(args.out, "generation_config.json"),
+                   {"bos_token_id": bos, "eos_token_id": gen_eos})
+        if tok_name:
+            copy_tokenizer(tok_name, shared, args.out, m.max_pos)
+        st = SafetensorsWriter(args.out, specs, args.dtype, args.shard_size)
+
+    gg = None
+    if args.gguf:
+        check_output_path(args.gguf, args.allow_in_repo)
+        if os.path.dirname(args.gguf):
+            os.makedirs(os.path.dirname(args.gguf), exist_ok=True)
+        gtype = gw.GGML_TYPE_NAMES[args.gguf_type]
+        gg = gw.GgufWriter(args.gguf)
+        gguf_metadata(gg, m, name, gtype, tok)
+        rope_factors = None
+        if m.rope_scaling.kind == "llama3":
+            rope_factors = llama3_rope_factors(m)
+            gg.add_tensor("rope_freqs.weight", rope_factors.shape, gw.GGML_F32)
+        for s in specs:
+            gg.add_tensor(s.gguf_name, s.shape, gguf_tensor_type(s, gtype))
+        gg.write_header()
+        if rope_factors is not None:
+            gg.write_tensor_data("rope_freqs.weight", rope_factors)
+
+    for s in specs:
+        gtype_t = gg.tensor_type(s.gguf_name) if gg else None
+        for r0, x in generate_chunks(s, m, args.seed, embed_std):
+            x = round_to_dtype(x, args.dtype)
+            if st:
+                st.write(s.hf_name, hf_bytes(x, args.dtype))
+            if gg:
+                if s.permute_heads:
+                    x = gw.llama_permute_qk(x, x.shape[0] // m.head_dim)
+                gg.write_tensor_data(s.gguf_name, gw.encode_rows(x, gtype_t))
+    if st:
+        st.close()
+    if gg:
+        gg.close()
+    log(f"gen_model: done in {time.time() - t0:.1f}s"
+        + (f"; HF {args.dtype} -> {args.out}" if args.out else "")
+        + (f"; GGUF {args.gguf_type} -> {args.gguf}" if args.gguf else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
