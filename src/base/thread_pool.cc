@@ -7,15 +7,19 @@
 namespace pagellm {
 
 namespace {
-// Spin this many iterations waiting for work/completion before blocking; decode steps come
-// back-to-back, so sleeping between them would cost more than the spin.
-constexpr int kSpinIterations = 1 << 16;
+// Spin this many iterations waiting for work before blocking; decode steps come back-to-back,
+// so sleeping between them would cost more than the spin.
+constexpr int kSpinIterations = 1 << 14;
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
 #endif
 }
+
+constexpr uint64_t Pack(uint64_t job, uint64_t index) { return (job << 32) | index; }
+constexpr uint64_t JobOf(uint64_t claim) { return claim >> 32; }
+constexpr uint64_t IndexOf(uint64_t claim) { return claim & 0xffffffffu; }
 }  // namespace
 
 int ThreadPool::AvailableCpus() {
@@ -44,22 +48,42 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::DoTasks(int thread_index) {
-  for (int64_t t = thread_index; t < num_tasks_; t += num_threads_) fn_(ctx_, t, thread_index);
+// Claims and runs tasks of job `job` until none are left. A claim is (job, index) packed in one
+// atomic, so a worker that wakes late can never take a task of a newer job by mistake, and the
+// job's fn_/ctx_ cannot change while a claimed task runs (the job is not done until it ends).
+void ThreadPool::DoTasks(uint64_t job, int thread_index) {
+  uint64_t claim = claim_.load(std::memory_order_acquire);
+  while (JobOf(claim) == job && IndexOf(claim) < static_cast<uint64_t>(num_tasks_)) {
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
+    fn_(ctx_, static_cast<int64_t>(IndexOf(claim)), thread_index);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    claim = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx) {
+  CHECK_LT(num_tasks, int64_t{1} << 31);
+  const uint64_t job = ++job_id_;
   fn_ = fn;
   ctx_ = ctx;
   num_tasks_ = num_tasks;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(Pack(job, 0), std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mu_);
     generation_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_all();
-  DoTasks(0);
-  while (pending_.load(std::memory_order_acquire) != 0) CpuRelax();
+  DoTasks(job, 0);
+  // The caller never waits for a worker that has not started: it only waits for tasks that
+  // are already claimed and running.
+  for (int spins = 0; done_.load(std::memory_order_acquire) != num_tasks; ++spins) {
+    if (spins < kSpinIterations) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
@@ -78,8 +102,7 @@ void ThreadPool::WorkerLoop(int thread_index) {
     }
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
-    DoTasks(thread_index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    DoTasks(JobOf(claim_.load(std::memory_order_acquire)), thread_index);
   }
 }
 

@@ -1,8 +1,8 @@
 // A fixed pool of worker threads for data-parallel kernels: no per-op thread spawn, no
 // allocation per call. The calling thread participates as worker 0.
 //
-// Work split is static (task i of n goes to thread i % num_threads), and kernels must make
-// every output element's arithmetic independent of the split, so results are bitwise identical
+// Tasks are claimed dynamically, and kernels must make every output element's arithmetic
+// independent of the split and of the thread that runs it, so results are bitwise identical
 // for any thread count.
 #pragma once
 
@@ -26,7 +26,8 @@ class ThreadPool {
   int num_threads() const { return num_threads_; }
 
   // Calls fn(task, thread) for task in [0, num_tasks), spread over the threads; returns when
-  // all are done. fn must not call back into the pool.
+  // all are done. `thread` is in [0, num_threads) and unique among concurrently running calls
+  // (for per-thread scratch). fn must not call back into the pool.
   template <typename Fn>
   void Run(int64_t num_tasks, Fn&& fn) {
     if (num_tasks <= 0) return;
@@ -64,14 +65,16 @@ class ThreadPool {
   }
   void RunImpl(int64_t num_tasks, TaskFn fn, void* ctx);
   void WorkerLoop(int thread_index);
-  void DoTasks(int thread_index);
+  void DoTasks(uint64_t job, int thread_index);
 
   int num_threads_;
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<uint64_t> claim_{0};  // (job id << 32) | next task index
+  std::atomic<int64_t> done_{0};    // tasks of the current job finished
+  uint64_t job_id_ = 0;             // caller-side job counter
   std::atomic<bool> stop_{false};
   // The current job; written by the caller before bumping generation_.
   TaskFn fn_ = nullptr;
