@@ -1,6 +1,9 @@
 #include "kv/kv_cache_storage.h"
 
+#include <algorithm>
 #include <limits>
+
+#include "pagellm/check.h"
 #include <new>
 
 #include "fmt/format.h"
@@ -31,6 +34,18 @@ StatusOr<KvCacheStorage> KvCacheStorage::Create(const KvCacheShape& shape) {
         fmt::format("cannot allocate {} bytes of KV cache", shape.total_bytes()));
   }
   return s;
+}
+
+void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block) {
+  CHECK_EQ(src.shape_.floats_per_block_per_layer(), shape_.floats_per_block_per_layer());
+  CHECK_EQ(src.shape_.num_layers, shape_.num_layers);
+  CHECK(src_block >= 0 && src_block < src.shape_.num_blocks);
+  CHECK(dst_block >= 0 && dst_block < shape_.num_blocks);
+  const int64_t n = shape_.floats_per_block_per_layer();
+  for (int l = 0; l < shape_.num_layers; ++l) {
+    std::copy_n(src.k_[l].data() + src_block * n, n, k_[l].data() + dst_block * n);
+    std::copy_n(src.v_[l].data() + src_block * n, n, v_[l].data() + dst_block * n);
+  }
 }
 
 void KvCacheStorage::PoisonWithNaN() {

@@ -49,6 +49,9 @@ class KvCacheStorage {
   float* v_slot(int layer, int block, int slot) {
     return v(layer) + (int64_t{block} * shape_.block_size + slot) * shape_.floats_per_token_per_layer();
   }
+  // Copies one block (every layer, K and V) from `src` into block `dst_block` of this storage;
+  // both storages must have the same per-block shape. Used for swap-out/swap-in.
+  void CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block);
   // Fills every value with a quiet NaN: tests use it to prove kernels never read unused slots.
   void PoisonWithNaN();
 
