@@ -555,7 +555,8 @@ def check_output_path(path: str, allow: bool):
     repo = os.path.realpath(REPO_ROOT)
     if allow or not (real == repo or real.startswith(repo + os.sep)):
         return
-    if real.startswith(os.path.join(repo, "build") + os.sep):
+    rel = os.path.relpath(real, repo)
+    if rel.split(os.sep)[0].startswith("build"):  # build/, build-asan/, ... are ignored by git
         return
     raise SystemExit(f"refusing to write {path} inside the repository (use /tmp or build/, "
                      "or --allow-in-repo)")

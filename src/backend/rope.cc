@@ -15,7 +15,10 @@ RopeTable::RopeTable(const ModelConfig& config, int max_positions)
   for (int i = 0; i < half; ++i)
     inv_freq_[i] = 1.0 / std::pow(static_cast<double>(config.rope_theta), 2.0 * i / head_dim_);
   const RopeScaling& rs = config.rope_scaling;
-  if (rs.type == RopeScalingType::kLlama3) {
+  if (!config.rope_freq_divisors.empty()) {
+    CHECK_EQ(static_cast<int>(config.rope_freq_divisors.size()), half);
+    for (int i = 0; i < half; ++i) inv_freq_[i] /= config.rope_freq_divisors[i];
+  } else if (rs.type == RopeScalingType::kLlama3) {
     // Long wavelengths are slowed down by `factor`, short ones kept, the band between
     // interpolated (Llama 3.1 recipe).
     const double low_wavelen = rs.original_max_position_embeddings / rs.low_freq_factor;

@@ -1,3 +1,5 @@
+#include "kernels/simd_avx512.h"  // first: silences GCC 12 false -Wuninitialized in intrinsics
+
 #include <immintrin.h>
 
 #include "backend/vector_ops.h"

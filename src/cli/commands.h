@@ -15,6 +15,7 @@ CommandFn RegisterTokenize(CLI::App& app);
 CommandFn RegisterInspect(CLI::App& app);
 CommandFn RegisterLogits(CLI::App& app);
 CommandFn RegisterBench(CLI::App& app);
+CommandFn RegisterPlan(CLI::App& app);
 
 // Prints "error: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);

@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
@@ -27,8 +28,12 @@ int main(int argc, char** argv) {
   add("logits", "Write raw float32 logits at every position for given token ids",
       pagellm::cli::RegisterLogits);
   add("bench", "Benchmarks: latency", pagellm::cli::RegisterBench);
+  add("plan", "KV-cache capacity plan: blocks, tokens, concurrency on a deployment",
+      pagellm::cli::RegisterPlan);
 
   CLI11_PARSE(app, argc, argv);
+  // Logs go to stderr: stdout carries the command's output (text, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("pagellm"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
   for (auto& [sub, fn] : commands) {

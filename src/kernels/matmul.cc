@@ -20,25 +20,35 @@ namespace {
 
 // Below this many multiply-adds a pool dispatch (a few microseconds) costs more than it saves.
 constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
-// Activation bytes per token block: a block stays in L2 (1 MiB on Zen 4/5) while every row
-// tile of the thread's range streams over it.
+// Activation bytes per token block. Weights are streamed once per token block, so blocks are
+// as large as the kernels' cache blocking allows: the quantized kernels and the AVX2/scalar
+// float kernels sweep a whole block per row group (keep it in L2, 1 MiB on Zen 4/5); the
+// AVX-512 float kernel only keeps a chunk of each token tile in L1 and reads the block once per
+// 128-row block (L3 is fine).
 constexpr int64_t kTokenBlockBytes = 512 << 10;
-// Thread row ranges are multiples of this many row tiles.
+constexpr int64_t kAvx512FloatTokenBlockBytes = 2 << 20;
+// Task row ranges are multiples of this many row tiles.
 constexpr int64_t kRowTilesPerSplit = 4;
+// Row-range tasks per pool thread.
+constexpr int64_t kTasksPerThread = 2;
 
 struct Plan {
   MatMulBlockFn block = nullptr;
   PrepareQuantActsFn prepare = nullptr;  // null for float weights
   int row_tile = 1;
   int token_tile = 1;
+  int64_t token_block_bytes = kTokenBlockBytes;
 };
 
 bool LevelSupported(SimdLevel level) {
   const CpuFeatures& f = GetCpuFeatures();
   switch (level) {
-    case SimdLevel::kScalar: return true;
-    case SimdLevel::kAvx2: return f.avx2;
-    case SimdLevel::kAvx512: return f.avx512 && f.avx2;
+    case SimdLevel::kScalar:
+      return true;
+    case SimdLevel::kAvx2:
+      return f.avx2;
+    case SimdLevel::kAvx512:
+      return f.avx512 && f.avx2;
   }
   return false;
 }
@@ -48,11 +58,11 @@ Plan MakePlan(SimdLevel level, bool quant) {
   if (level == SimdLevel::kAvx512) {
     if (!quant) {
       return {ki::avx512::MatMulFloatBlock, nullptr, ki::kAvx512FloatRowTile,
-              ki::kAvx512FloatTokenTile};
+              ki::kAvx512FloatTokenTile, kAvx512FloatTokenBlockBytes};
     }
     if (GetCpuFeatures().avx512_vnni) {
-      return {ki::avx512::MatMulQuantBlock, ki::avx512::PrepareQuantActs,
-              ki::kAvx512QuantRowTile, ki::kAvx512QuantTokenTile};
+      return {ki::avx512::MatMulQuantBlock, ki::avx512::PrepareQuantActs, ki::kAvx512QuantRowTile,
+              ki::kAvx512QuantTokenTile};
     }
     level = SimdLevel::kAvx2;  // no vpdpbusd: the AVX2 quant kernels give identical results
   }
@@ -131,26 +141,27 @@ void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64
     args.qx = qx;
   }
 
-  // Contiguous row ranges, one per thread, aligned to whole row tiles.
+  // Contiguous row ranges aligned to whole row tiles, a few per thread: the pool hands tasks
+  // out dynamically, which evens out a thread that gets descheduled.
   const int64_t align = plan.row_tile * kRowTilesPerSplit;
   const int64_t units = (w.rows + align - 1) / align;
-  threads = static_cast<int>(std::min<int64_t>(threads, units));
-  const int64_t rows_per_thread = (units + threads - 1) / threads * align;
-  // Token blocks sized to stay in L2, whole token tiles.
+  const int64_t tasks = threads > 1 ? std::min<int64_t>(units, threads * kTasksPerThread) : 1;
+  const int64_t rows_per_task = (units + tasks - 1) / tasks * align;
+  // Token blocks as large as the kernels' cache blocking allows, whole token tiles.
   const int64_t tt = plan.token_tile;
   const int64_t block_tokens =
-      std::max<int64_t>(tt, kTokenBlockBytes / act_bytes_per_token / tt * tt);
+      std::max<int64_t>(tt, plan.token_block_bytes / act_bytes_per_token / tt * tt);
 
   auto run = [&](int64_t task, int) {
-    const int64_t r0 = task * rows_per_thread;
-    const int64_t r1 = std::min(w.rows, r0 + rows_per_thread);
+    const int64_t r0 = task * rows_per_task;
+    const int64_t r1 = std::min(w.rows, r0 + rows_per_task);
     if (r0 >= r1) return;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += block_tokens) {
       plan.block(args, r0, r1, t0, std::min(n_tokens, t0 + block_tokens));
     }
   };
-  if (threads > 1) {
-    pool->Run(threads, run);
+  if (tasks > 1) {
+    pool->Run(tasks, run);
   } else {
     run(0, 0);
   }

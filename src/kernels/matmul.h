@@ -3,19 +3,21 @@
 //   y[t][o] = sum_i W[o][i] * x[t][i]     x: [n_tokens][w.cols] fp32, y: [n_tokens][w.rows] fp32
 //
 // Weight types and arithmetic:
-//   F32 / F16 / BF16: weights widened to fp32 in registers, fp32 FMA accumulation.
+//   F32 / F16 / BF16: weights widened to fp32 (exact), fp32 FMA accumulation; activations
+//     stay fp32.
 //   Q8_0 / Q4_0: each token's activations are quantized to Q8 blocks of 32 (fp32 scale
 //     d = amax/127, q = round(x/d), as llama.cpp's q8_0 activations), block dot products are
-//     exact int32, and d_w * d_x * isum is accumulated in fp32.
+//     exact int32 (AVX-512 VNNI), and d_w * d_x * isum is accumulated in fp32 block by block.
 //
 // Batch invariance: y[t][o] is bitwise identical whatever n_tokens is, whichever other tokens
 // are in x, however many threads the pool has and whichever row range a thread gets. For
 // Q8_0 / Q4_0 it is also identical across SIMD levels; for float weights each level has its
 // own (fixed) summation order.
 //
-// Threading: rows are split into one contiguous range per pool thread (weights streamed once,
-// linearly, for decode); prefill additionally walks tokens in cache-sized blocks so each
-// weight tile is reused across many tokens from registers/L1.
+// Threading: rows are split into a few contiguous ranges per pool thread (weights streamed
+// once, linearly, with software prefetch, for decode); prefill walks tokens in cache-sized
+// blocks and packs weight panels so each weight is reused across many tokens from registers.
+// Scratch buffers are per thread and grow on demand; no allocation in the steady state.
 #pragma once
 
 #include <cstdint>

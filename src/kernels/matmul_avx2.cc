@@ -3,10 +3,11 @@
 // lane j accumulates k = j (mod 8) in k order, the cols % 8 tail is zero-filled, and HSum8
 // reduces in a fixed tree, whatever the tile shape (batch invariance).
 
+#include "kernels/simd_avx2.h"
+
 #include <cstring>
 
 #include "kernels/matmul_internal.h"
-#include "kernels/simd_avx2.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx2 {
@@ -110,10 +111,17 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
 
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (a.w->dtype) {
-    case DType::kF32: Block<DType::kF32>(a, r0, r1, t0, t1); break;
-    case DType::kF16: Block<DType::kF16>(a, r0, r1, t0, t1); break;
-    case DType::kBF16: Block<DType::kBF16>(a, r0, r1, t0, t1); break;
-    default: CHECK(false) << "not a float weight type: " << DTypeName(a.w->dtype);
+    case DType::kF32:
+      Block<DType::kF32>(a, r0, r1, t0, t1);
+      break;
+    case DType::kF16:
+      Block<DType::kF16>(a, r0, r1, t0, t1);
+      break;
+    case DType::kBF16:
+      Block<DType::kBF16>(a, r0, r1, t0, t1);
+      break;
+    default:
+      CHECK(false) << "not a float weight type: " << DTypeName(a.w->dtype);
   }
 }
 

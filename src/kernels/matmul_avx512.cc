@@ -1,25 +1,39 @@
 // AVX-512 MatMul for F32 / F16 / BF16 weights with fp32 activations and fp32 accumulation.
 //
-// Dot-product formulation: output (row r, token t) owns one 16-lane accumulator; k advances
-// 16 elements at a time (weights widened to fp32 in registers, exact for F16/BF16), lane j
-// accumulates elements k = j (mod 16) with one FMA each, the cols % 16 tail uses masked
-// (zero-filled) loads, and HSum reduces in a fixed tree. A tile of R rows x T tokens only
-// keeps R*T such accumulators live at once, loading each weight vector once for T tokens and
-// each activation vector once for R rows; the per-element sequence never changes, so results
-// are independent of the tiling (batch invariance).
+// Per output (row r, token t) the sum over k is split into chunks of kChunk (the last may be
+// shorter). Within a chunk a 16-lane register accumulates lane j <- k = j (mod 16) with one FMA
+// per 16 k (weights widened to fp32 in registers, exact for F16/BF16; the cols % 16 tail uses
+// zero-filled masked loads) and is reduced by HSum's fixed tree into the chunk sum S_c; the
+// output is S_0 + S_1 + ... added in chunk order. Tiles only decide how many outputs are in
+// flight, never this sequence, so results are independent of batch, tiling and threads.
+//
+// The state between chunks is one float per output (kept in y), so prefill is blocked
+// GotoBLAS-style: a block of rows is widened to fp32 and packed into a per-thread panel (L2);
+// then for each k chunk, a tile of kT tokens' chunk of x is packed (L1) and the panel's row
+// pairs stream past it (PanelTile: 2 rows x 12 tokens of accumulators, no conversions).
+// Decode (few tokens) walks each tile of kRd rows through all chunks, streaming weights
+// linearly from memory.
+#include "kernels/simd_avx512.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <type_traits>
 
 #include "kernels/matmul_internal.h"
-#include "kernels/simd_avx512.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx512 {
 namespace {
 
-constexpr int kR = kAvx512FloatRowTile;
-constexpr int kT = kAvx512FloatTokenTile;
-// Software prefetch distance along each weight row (rows are 4-32 KiB): a little help for the
-// hardware stream prefetcher, which tracks R concurrent row streams per thread.
-constexpr int64_t kPrefetchRowBytes = 1024;
+constexpr int kRd = kAvx512FloatRowTile;    // rows per tile in the decode order
+constexpr int kT = kAvx512FloatTokenTile;   // tokens per tile in the prefill order
+constexpr int64_t kChunk = 512;             // k per chunk (multiple of 16)
+constexpr int64_t kPanelBytes = 512 << 10;  // prefill: fp32 weight panel of a row block (L2)
+constexpr int64_t kPanelCols = 2048;        // prefill: k range of a panel (multiple of kChunk)
+constexpr int kDecodeMaxTokens = 4;         // up to this many tokens use the decode order
+// Decode weight prefetch distance beyond the next row tile (see Tile).
+constexpr int64_t kPrefetchBytes = 4096;
 
 template <DType kType>
 constexpr int64_t ElemBytes() {
@@ -56,91 +70,275 @@ inline __m512 LoadWMasked(const uint8_t* row, int64_t k, __mmask16 m) {
   }
 }
 
-// y[t * ys + r] = sum_k W[r][k] * x[t][k] for r < R, t < T.
-// w: first row, ws bytes apart; x: first token, xs floats apart; K = cols.
+// Decode order: adds chunk [k0, k1) of R rows x T tokens into y[t * ys + r] (y = S_0 when
+// k0 == 0). w: first row, ws bytes apart; x: first token, xs floats apart.
 template <DType kType, int R, int T>
-void Tile(const uint8_t* w, int64_t ws, const float* x, int64_t xs, int64_t K, float* y,
-          int64_t ys) {
+inline void Tile(const uint8_t* w, int64_t ws, const float* x, int64_t xs, int64_t k0, int64_t k1,
+                 float* y, int64_t ys) {
   __m512 acc[R][T];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
   }
-  int64_t k = 0;
-  for (; k + 16 <= K; k += 16) {
+  // The R rows are one contiguous region; prefetch the next row tile's bytes at the pace this
+  // tile consumes its own (R * 16 elements per step).
+  const uint8_t* ahead = w + R * ws + kPrefetchBytes;
+  int64_t k = k0;
+  for (; k + 16 <= k1; k += 16) {
     __m512 wv[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
-      const uint8_t* p = w + r * ws + k * ElemBytes<kType>();
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchRowBytes), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + (k * R + 16 * r) * ElemBytes<kType>()),
+                   _MM_HINT_T0);
       wv[r] = LoadW<kType>(w + r * ws, k);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_loadu_ps(x + t * xs + k);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-  if (k < K) {
-    const __mmask16 m = TailMask16(K - k);
+  if (k < k1) {  // the cols % 16 tail, at the end of the last chunk
+    const __mmask16 m = TailMask16(k1 - k);
     __m512 wv[R];
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int r = 0; r < R; ++r) wv[r] = LoadWMasked<kType>(w + r * ws, k, m);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
     for (int t = 0; t < T; ++t) {
       const __m512 xv = _mm512_maskz_loadu_ps(m, x + t * xs + k);
-#pragma GCC unroll 8
+#pragma GCC unroll 12
       for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) y[t * ys + r] = HSum(acc[r][t]);
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const float s = HSum(acc[r][t]);
+      y[t * ys + r] = k0 == 0 ? s : y[t * ys + r] + s;
+    }
   }
 }
 
-// All tokens [t0, t1) against R rows starting at r.
-template <DType kType, int R>
-void RowTile(const MatMulArgs& a, int64_t r, int64_t t0, int64_t t1) {
+// Decode order: R rows starting at r, tokens [t0, t1) (at most kDecodeMaxTokens), all chunks.
+template <DType kType, int R, int T>
+void DecodeRows(const MatMulArgs& a, int64_t r, int64_t t0) {
   const WeightMatrix& w = *a.w;
   const int64_t K = w.cols;
-  const int64_t ws = w.row_bytes();
-  const uint8_t* wr = w.row(r);
-  auto at = [&](int64_t t) { return a.x + t * K; };
-  auto yt = [&](int64_t t) { return a.y + t * w.rows + r; };
-  int64_t t = t0;
-  for (; t + kT <= t1; t += kT) Tile<kType, R, kT>(wr, ws, at(t), K, K, yt(t), w.rows);
-  switch (t1 - t) {
-    case 0: break;
-    case 1: Tile<kType, R, 1>(wr, ws, at(t), K, K, yt(t), w.rows); break;
-    case 2: Tile<kType, R, 2>(wr, ws, at(t), K, K, yt(t), w.rows); break;
-    case 3: Tile<kType, R, 3>(wr, ws, at(t), K, K, yt(t), w.rows); break;
-    case 4: Tile<kType, R, 4>(wr, ws, at(t), K, K, yt(t), w.rows); break;
-    case 5: Tile<kType, R, 5>(wr, ws, at(t), K, K, yt(t), w.rows); break;
-    default: CHECK(false) << "token tail " << (t1 - t);
+  for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+    Tile<kType, R, T>(w.row(r), w.row_bytes(), a.x + t0 * K, K, k0, std::min(K, k0 + kChunk),
+                      a.y + t0 * w.rows + r, w.rows);
+  }
+}
+
+template <DType kType, int T>
+void Decode(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0) {
+  int64_t r = r0;
+  for (; r + kRd <= r1; r += kRd) DecodeRows<kType, kRd, T>(a, r, t0);
+  for (; r < r1; ++r) DecodeRows<kType, 1, T>(a, r, t0);
+}
+
+// Prefill micro-kernel: one k chunk of a row pair x T tokens from packed operands, the same
+// per-output sequence as Tile (zero padding past k1 reproduces Tile's masked tail step).
+// wp: [step][2][16] fp32, xp: [step][T][16] fp32. Rows >= valid are not stored.
+template <int T>
+inline void PanelTile(const float* wp, const float* xp, int64_t steps, bool first, int valid,
+                      float* y, int64_t ys) {
+  __m512 acc[2][T];
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m512 w0 = _mm512_load_ps(wp + 32 * s);
+    const __m512 w1 = _mm512_load_ps(wp + 32 * s + 16);
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const __m512 xv = _mm512_load_ps(xp + (s * T + t) * 16);
+      acc[0][t] = _mm512_fmadd_ps(w0, xv, acc[0][t]);
+      acc[1][t] = _mm512_fmadd_ps(w1, xv, acc[1][t]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < valid; ++r) {
+      const float v = HSum(acc[r][t]);
+      y[t * ys + r] = first ? v : y[t * ys + r] + v;
+    }
+  }
+}
+
+// Rows per prefill row block: their fp32 panel (kPanelCols wide) fills about half of L2.
+inline int64_t PanelRows(int64_t K) {
+  const int64_t cols = std::min(K, kPanelCols);
+  const int64_t rows = kPanelBytes / (cols * static_cast<int64_t>(sizeof(float)));
+  return std::clamp<int64_t>(rows / 2 * 2, 2, 256);
+}
+
+// Per-thread packing buffers of the prefill order.
+struct PrefillScratch {
+  float* panel = nullptr;                 // row block, widened: [pair][step][2][16]
+  alignas(64) float x[kT * kChunk] = {};  // token tile's chunk: [step][T][16]
+  ~PrefillScratch() { std::free(panel); }
+};
+
+PrefillScratch& GetPrefillScratch() {
+  thread_local std::unique_ptr<PrefillScratch> s = [] {
+    auto p = std::make_unique<PrefillScratch>();
+    // PanelRows keeps rows * min(K, kPanelCols) * 4 <= kPanelBytes, plus a padding step a row.
+    p->panel = static_cast<float*>(std::aligned_alloc(64, kPanelBytes + 256 * 64));
+    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
+    return p;
+  }();
+  return *s;
+}
+
+// Packs rows [r0, r1) x k [k0, k1) widened to fp32 as [pair][step][2][16] (steps of 16 k),
+// zero-padded (an odd last row's partner, k past k1). Each row's range (up to kPanelCols) is
+// read front to back, which the hardware prefetcher streams well; the copy also removes the
+// power-of-two row stride, which would crowd a chunk of every row into a few cache sets.
+template <DType kType>
+void PackWeights(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+                 float* out) {
+  const int64_t K = k1 - k0;
+  const int64_t steps = (K + 15) / 16;
+  for (int64_t r = r0; r < r1 + ((r1 - r0) & 1); ++r) {
+    float* dst = out + ((r - r0) / 2) * steps * 32 + ((r - r0) & 1) * 16;
+    if (r >= r1) {
+      for (int64_t s = 0; s < steps; ++s) _mm512_store_ps(dst + 32 * s, _mm512_setzero_ps());
+      continue;
+    }
+    const uint8_t* row = w.row(r) + k0 * ElemBytes<kType>();
+    int64_t s = 0;
+    for (; 16 * s + 16 <= K; ++s) _mm512_store_ps(dst + 32 * s, LoadW<kType>(row, 16 * s));
+    if (s < steps)
+      _mm512_store_ps(dst + 32 * s, LoadWMasked<kType>(row, 16 * s, TailMask16(K - 16 * s)));
+  }
+}
+
+// Prefill order, one k chunk [k0, k1) of one row block whose k range [p0, p1) is packed in
+// panel: T tokens from t.
+template <int T>
+void PrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int64_t p1, float* xp,
+                   int64_t r0, int64_t r1, int64_t t, int64_t k0, int64_t k1) {
+  const WeightMatrix& w = *a.w;
+  const int64_t steps = (k1 - k0 + 15) / 16;
+  const int64_t pair_floats = (p1 - p0 + 15) / 16 * 32;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t k = k0 + 16 * s;
+    const __mmask16 m = TailMask16(std::min<int64_t>(16, k1 - k));
+    for (int i = 0; i < T; ++i) {
+      _mm512_store_ps(xp + (s * T + i) * 16, _mm512_maskz_loadu_ps(m, a.x + (t + i) * w.cols + k));
+    }
+  }
+  float* y = a.y + t * w.rows;
+  for (int64_t r = r0; r < r1; r += 2) {
+    const int valid = static_cast<int>(std::min<int64_t>(2, r1 - r));
+    const float* wp = panel + ((r - r0) / 2) * pair_floats + (k0 - p0) * 2;
+    PanelTile<T>(wp, xp, steps, k0 == 0, valid, y + r, w.rows);
   }
 }
 
 template <DType kType>
-void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  int64_t r = r0;
-  for (; r + kR <= r1; r += kR) RowTile<kType, kR>(a, r, t0, t1);
-  for (; r < r1; ++r) RowTile<kType, 1>(a, r, t0, t1);
+void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const int64_t K = a.w->cols;
+  PrefillScratch& scratch = GetPrefillScratch();
+  const int64_t block_rows = PanelRows(K);
+  for (int64_t rb = r0; rb < r1; rb += block_rows) {
+    const int64_t re = std::min(r1, rb + block_rows);
+    for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
+      const int64_t k1 = std::min(K, k0 + kChunk);
+      const int64_t p0 = k0 / kPanelCols * kPanelCols;
+      const int64_t p1 = std::min(K, p0 + kPanelCols);
+      if (k0 == p0) PackWeights<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+      auto tokens = [&](auto tile, int64_t t) {
+        PrefillTokens<decltype(tile)::value>(a, scratch.panel, p0, p1, scratch.x, rb, re, t, k0,
+                                             k1);
+      };
+      int64_t t = t0;
+      for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
+      switch (t1 - t) {
+        case 0:
+          break;
+        case 1:
+          tokens(std::integral_constant<int, 1>(), t);
+          break;
+        case 2:
+          tokens(std::integral_constant<int, 2>(), t);
+          break;
+        case 3:
+          tokens(std::integral_constant<int, 3>(), t);
+          break;
+        case 4:
+          tokens(std::integral_constant<int, 4>(), t);
+          break;
+        case 5:
+          tokens(std::integral_constant<int, 5>(), t);
+          break;
+        case 6:
+          tokens(std::integral_constant<int, 6>(), t);
+          break;
+        case 7:
+          tokens(std::integral_constant<int, 7>(), t);
+          break;
+        case 8:
+          tokens(std::integral_constant<int, 8>(), t);
+          break;
+        case 9:
+          tokens(std::integral_constant<int, 9>(), t);
+          break;
+        case 10:
+          tokens(std::integral_constant<int, 10>(), t);
+          break;
+        case 11:
+          tokens(std::integral_constant<int, 11>(), t);
+          break;
+        default:
+          CHECK(false) << "token tail " << (t1 - t);
+      }
+    }
+  }
 }
 
-static_assert(kT == 6, "RowTile's tail switch covers token tails 1..5");
+static_assert(kT == 12, "Prefill's tail switch covers token tails 1..11");
+
+template <DType kType>
+void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  switch (t1 - t0) {
+    case 1:
+      Decode<kType, 1>(a, r0, r1, t0);
+      return;
+    case 2:
+      Decode<kType, 2>(a, r0, r1, t0);
+      return;
+    case 3:
+      Decode<kType, 3>(a, r0, r1, t0);
+      return;
+    case 4:
+      Decode<kType, 4>(a, r0, r1, t0);
+      return;
+    default:
+      Prefill<kType>(a, r0, r1, t0, t1);
+  }
+}
+
+static_assert(kDecodeMaxTokens == 4, "Block's switch covers the decode order's token counts");
 
 }  // namespace
 
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (a.w->dtype) {
-    case DType::kF32: Block<DType::kF32>(a, r0, r1, t0, t1); break;
-    case DType::kF16: Block<DType::kF16>(a, r0, r1, t0, t1); break;
-    case DType::kBF16: Block<DType::kBF16>(a, r0, r1, t0, t1); break;
-    default: CHECK(false) << "not a float weight type: " << DTypeName(a.w->dtype);
+    case DType::kF32:
+      Block<DType::kF32>(a, r0, r1, t0, t1);
+      break;
+    case DType::kF16:
+      Block<DType::kF16>(a, r0, r1, t0, t1);
+      break;
+    case DType::kBF16:
+      Block<DType::kBF16>(a, r0, r1, t0, t1);
+      break;
+    default:
+      CHECK(false) << "not a float weight type: " << DTypeName(a.w->dtype);
   }
 }
 

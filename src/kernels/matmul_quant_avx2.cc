@@ -1,142 +1,111 @@
 // AVX2 MatMul for Q8_0 / Q4_0 weights against Q8-quantized activations, and the AVX2 activation
-// quantizer (paired-block layout of matmul_internal.h).
+// quantizer (layout in matmul_internal.h). The fallback for CPUs without AVX-512 VNNI.
 //
-// Each 512-bit lane vector of the AVX-512 kernel is held here as two 256-bit halves (lo = lanes
-// 0..7, hi = lanes 8..15) with their own accumulators; the lane dot products are computed with
-// vpmaddubsw + vpmaddwd, which yield the same exact int32 values as vpdpbusd:
-//   Q4_0: maddubs(nibbles, q) cannot saturate (15 * 127 * 2 < 2^15); the bias adds -8 * sum q.
-//   Q8_0: maddubs(|w|, sign(q, w)) cannot saturate (128 * 127 * 2 < 2^15); no bias needed.
-// The fp32 sequence per lane (cvt, scale = ws * dx, fma) and the final tree (lo + hi, then
-// HSum8) match the AVX-512 kernel, so both levels give bitwise equal results.
+// Groups of 8 rows share one 256-bit register of per-row block sums: each row's block dot
+// product is computed as 8 int32 lanes (vpmaddubsw + vpmaddwd; exact, no int16 saturation:
+// Q4_0 codes are 0..15, and Q8_0 uses maddubs(|w|, sign(q, w)) with |w| <= 128), the 8 rows'
+// lanes are reduced with horizontal adds, and the per-block fp32 step
+//   acc = fma(float(isum), dw * dx, acc)
+// runs with one lane per row -- the reference scheme, so results equal the other levels'.
+#include "kernels/simd_avx2.h"
+
+#include <algorithm>
 
 #include "kernels/matmul_internal.h"
-#include "kernels/simd_avx2.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx2 {
 namespace {
 
-constexpr int kR = kAvx2QuantRowTile;
-constexpr int kT = kAvx2QuantTokenTile;
+constexpr int kRows = 8;
 
-// Weight side of one pair, in the activation layout. Q4_0: unsigned nibbles; Q8_0: signed
-// bytes. s_lo / s_hi: per-lane block scales of the two halves.
-struct WPair {
-  __m256i lo, hi;
-  __m256 s_lo, s_hi;
-};
-
-template <DType kType, bool kSingle>
-inline WPair LoadPair(const uint8_t* b) {
-  constexpr int64_t bb = DTypeBlockBytes(kType);
-  WPair p;
-  const uint32_t d1 = kSingle ? 0u : LoadU16(b + bb);
-  const __m128 d01 = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU16(b) | (d1 << 16))));
-  const __m256 d01x = _mm256_castps128_ps256(d01);
-  if constexpr (kType == DType::kQ8_0) {
-    p.s_lo = _mm256_permutevar8x32_ps(d01x, _mm256_set1_epi32(0));
-    p.s_hi = _mm256_permutevar8x32_ps(d01x, _mm256_set1_epi32(1));
-    p.lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    p.hi = kSingle ? _mm256_setzero_si256()
-                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + bb + 2));
-  } else {
-    p.s_lo = _mm256_permutevar8x32_ps(d01x, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
-    p.s_hi = p.s_lo;
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    const __m128i q1 = kSingle ? _mm_setzero_si128()
-                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + bb + 2));
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
-    const __m256i mask = _mm256_set1_epi8(0x0f);
-    p.lo = _mm256_and_si256(v, mask);
-    p.hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-  }
-  return p;
+inline int32_t LoadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 
-// Exact int32 lane dot products of one half (32 weight bytes x 32 activation bytes).
+inline float LoadF32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// Int32 lane partial sums of one row's block against the block's 32 activation bytes. For Q4_0
+// the weights are the unsigned codes (the caller adds the activation bias).
 template <DType kType>
-inline __m256i LaneDot(__m256i w, __m256i xq, const uint8_t* bias) {
+inline __m256i BlockLanes(const uint8_t* row, int64_t blk, __m256i xq) {
+  constexpr int64_t bb = DTypeBlockBytes(kType);
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (kType == DType::kQ8_0) {
-    const __m256i p16 = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w));
-    return _mm256_madd_epi16(p16, ones);
+    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + blk * bb + 2));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w)),
+                             ones);
   } else {
-    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xq), ones);
-    return _mm256_add_epi32(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bias)));
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + blk * bb + 2));
+    const __m128i nib = _mm_set1_epi8(0x0f);
+    const __m256i u =
+        _mm256_setr_m128i(_mm_and_si128(raw, nib), _mm_and_si128(_mm_srli_epi16(raw, 4), nib));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), ones);
   }
 }
 
-template <DType kType, int R, int T>
-inline void AccumulatePair(const WPair (&w)[R], const uint8_t* x, int64_t xs, __m256 (&lo)[R][T],
-                           __m256 (&hi)[R][T]) {
-#pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    const uint8_t* a = x + t * xs;
-    const __m256i xlo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-    const __m256i xhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32));
-    const __m256 dlo = _mm256_loadu_ps(reinterpret_cast<const float*>(a + 64));
-    const __m256 dhi = _mm256_loadu_ps(reinterpret_cast<const float*>(a + 96));
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m256i ilo = LaneDot<kType>(w[r].lo, xlo, a + 128);
-      const __m256i ihi = LaneDot<kType>(w[r].hi, xhi, a + 160);
-      lo[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ilo), _mm256_mul_ps(w[r].s_lo, dlo), lo[r][t]);
-      hi[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ihi), _mm256_mul_ps(w[r].s_hi, dhi), hi[r][t]);
-    }
-  }
+// Lane r = sum of the 8 lanes of p[r].
+inline __m256i ReduceRows(const __m256i (&p)[kRows]) {
+  const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+  const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+  const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+  const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+  const __m256i a = _mm256_hadd_epi32(h01, h23);  // [r0..3 lanes 0-3 | r0..3 lanes 4-7]
+  const __m256i b = _mm256_hadd_epi32(h45, h67);  // same for rows 4..7
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-template <DType kType, int R, int T>
-void Tile(const uint8_t* w, int64_t ws, int64_t nb, const uint8_t* x, int64_t xs, float* y,
-          int64_t ys) {
+// One token against a group of 8 rows (rows[r]; offsets[r] = rows[r] - rows[0]).
+template <DType kType>
+void GroupToken(const uint8_t* const (&rows)[kRows], __m256i offsets, const QuantActsLayout& l,
+                const uint8_t* act, int valid, float* y) {
   constexpr int64_t bb = DTypeBlockBytes(kType);
-  __m256 lo[R][T], hi[R][T];
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t blk = 0; blk < l.nb; ++blk) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 32 * blk));
+    __m256i p[kRows];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) lo[r][t] = hi[r][t] = _mm256_setzero_ps();
+    for (int r = 0; r < kRows; ++r) p[r] = BlockLanes<kType>(rows[r], blk, xq);
+    __m256i isum = ReduceRows(p);
+    if constexpr (kType == DType::kQ4_0) {
+      isum = _mm256_add_epi32(isum, _mm256_set1_epi32(LoadI32(act + l.bias_offset + 4 * blk)));
+    }
+    // Scales: the low 16 bits of the dword at each row's block start.
+    const __m256i d32 = _mm256_and_si256(
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + blk * bb), offsets, 1),
+        _mm256_set1_epi32(0xffff));
+    const __m256i d16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(d32, d32), 0x08);
+    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
+    const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(LoadF32(act + l.dx_offset + 4 * blk)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc);
   }
-  const int64_t full_pairs = nb / 2;
-  for (int64_t p = 0; p < full_pairs; ++p) {
-    WPair wp[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wp[r] = LoadPair<kType, false>(w + r * ws + 2 * p * bb);
-    AccumulatePair<kType, R, T>(wp, x + p * kQPairBytes, xs, lo, hi);
-  }
-  if (nb & 1) {
-    WPair wp[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wp[r] = LoadPair<kType, true>(w + r * ws + 2 * full_pairs * bb);
-    AccumulatePair<kType, R, T>(wp, x + full_pairs * kQPairBytes, xs, lo, hi);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) y[t * ys + r] = HSum8(_mm256_add_ps(lo[r][t], hi[r][t]));
-  }
+  _mm256_maskstore_ps(y, TailMask8(valid), acc);
 }
-
-template <DType kType, int R>
-void RowTile(const MatMulArgs& a, int64_t r, int64_t t0, int64_t t1) {
-  const WeightMatrix& w = *a.w;
-  const int64_t nb = w.cols / 32;
-  const int64_t ws = w.row_bytes();
-  const int64_t xs = QuantActsBytes(w.cols);
-  const uint8_t* wr = w.row(r);
-  int64_t t = t0;
-  for (; t + kT <= t1; t += kT) {
-    Tile<kType, R, kT>(wr, ws, nb, a.qx + t * xs, xs, a.y + t * w.rows + r, w.rows);
-  }
-  if (t < t1) Tile<kType, R, 1>(wr, ws, nb, a.qx + t * xs, xs, a.y + t * w.rows + r, w.rows);
-}
-
-static_assert(kT == 2, "RowTile's tail handles a single leftover token");
 
 template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  int64_t r = r0;
-  for (; r + kR <= r1; r += kR) RowTile<kType, kR>(a, r, t0, t1);
-  for (; r < r1; ++r) RowTile<kType, 1>(a, r, t0, t1);
+  const WeightMatrix& w = *a.w;
+  const QuantActsLayout l = GetQuantActsLayout(w.cols);
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+    const uint8_t* rows[kRows];
+    alignas(32) int32_t off[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      rows[i] = w.row(r + std::min(i, valid - 1));
+      off[i] = static_cast<int32_t>(rows[i] - rows[0]);
+    }
+    const __m256i offsets = _mm256_load_si256(reinterpret_cast<const __m256i*>(off));
+    for (int64_t t = t0; t < t1; ++t) {
+      GroupToken<kType>(rows, offsets, l, a.qx + t * l.bytes, valid, a.y + t * w.rows + r);
+    }
+  }
 }
 
 // roundf(): round half away from zero (x - trunc(x) is exact in fp32).
@@ -177,39 +146,35 @@ inline __m256i QuantizeBlock(const float* x, float* d) {
 
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (a.w->dtype) {
-    case DType::kQ8_0: Block<DType::kQ8_0>(a, r0, r1, t0, t1); break;
-    case DType::kQ4_0: Block<DType::kQ4_0>(a, r0, r1, t0, t1); break;
-    default: CHECK(false) << "not a quantized weight type: " << DTypeName(a.w->dtype);
+    case DType::kQ8_0:
+      Block<DType::kQ8_0>(a, r0, r1, t0, t1);
+      break;
+    case DType::kQ4_0:
+      Block<DType::kQ4_0>(a, r0, r1, t0, t1);
+      break;
+    default:
+      CHECK(false) << "not a quantized weight type: " << DTypeName(a.w->dtype);
   }
 }
 
 void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out) {
-  const int64_t nb = cols / 32;
-  const bool q8 = wtype == DType::kQ8_0;
+  const QuantActsLayout l = GetQuantActsLayout(cols);
+  const int32_t c = wtype == DType::kQ4_0 ? 8 : 128;
+  // Zero padding first (odd last block, scale/bias pads, tail to 64 bytes).
+  std::memset(out + l.dx_offset - 32, 0, l.bytes - (l.dx_offset - 32));
   const __m256i ones8 = _mm256_set1_epi8(1);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  for (int64_t p = 0; p < QuantActsPairs(cols); ++p) {
-    float da, db = 0.0f;
-    const __m256i a = QuantizeBlock(x + 64 * p, &da);
-    const __m256i b = 2 * p + 1 < nb ? QuantizeBlock(x + 64 * p + 32, &db) : _mm256_setzero_si256();
-    // Q8_0 layout [a b]; Q4_0 layout [a.lo b.lo a.hi b.hi] (16-byte halves).
-    const __m256i first = q8 ? a : _mm256_permute2x128_si256(a, b, 0x20);
-    const __m256i second = q8 ? b : _mm256_permute2x128_si256(a, b, 0x31);
-    const __m256 va = _mm256_set1_ps(da), vb = _mm256_set1_ps(db);
-    const __m256 dfirst = q8 ? va : _mm256_blend_ps(va, vb, 0xf0);
-    const __m256 dsecond = q8 ? vb : dfirst;
-    const int shift = q8 ? 7 : 3;
-    auto bias = [&](__m256i qs) {
-      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qs), ones16);
-      return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(s, shift));
-    };
-    uint8_t* dst = out + p * kQPairBytes;
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), first);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32), second);
-    _mm256_storeu_ps(reinterpret_cast<float*>(dst + 64), dfirst);
-    _mm256_storeu_ps(reinterpret_cast<float*>(dst + 96), dsecond);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 128), bias(first));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 160), bias(second));
+  for (int64_t b = 0; b < l.nb; ++b) {
+    float d;
+    const __m256i q = QuantizeBlock(x + 32 * b, &d);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * b), q);
+    const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, q), ones16);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    const int32_t bias = -c * _mm_cvtsi128_si32(s4);
+    std::memcpy(out + l.dx_offset + 4 * b, &d, 4);
+    std::memcpy(out + l.bias_offset + 4 * b, &bias, 4);
   }
 }
 

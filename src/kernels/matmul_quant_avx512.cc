@@ -1,31 +1,48 @@
 // AVX-512 (VNNI) MatMul for Q8_0 / Q4_0 weights against Q8-quantized activations, and the
-// activation quantizer that produces the paired-block layout of matmul_internal.h.
+// activation quantizer (layout in matmul_internal.h).
 //
-// Per output (row r, token t) and pair of 32-blocks p, with one 512-bit register per operand:
-//   isum  = vpdpbusd(bias_t, wu_r, xq_t)        16 exact int32 lane dot products (4 bytes each)
-//   scale = ws_r * dx_t                         per-lane block scales (fp16 weight d, fp32 act d)
-//   acc   = fma(float(isum), scale, acc)        fp32, one FMA per lane per pair
-// then HSum's fixed tree. wu is the unsigned weight operand: Q4_0 nibbles (0..15) or Q8_0 bytes
-// xor 0x80; bias_t corrects for the offset (see matmul_internal.h). The tile shape only decides
-// how many accumulators are live, never the per-output sequence (batch invariance).
+// One 512-bit register holds 16 weight rows, one int32 lane each. A 16-row group is "packed"
+// per 32-block into 8 registers u[j] (lane r = the 4 unsigned weight codes of elements
+// 4j..4j+3 of row r) plus a register of the 16 row scales, by a dword transpose of the rows'
+// block bytes. Then for each token
+//   s   = bias_b (broadcast); s = vpdpbusd(s, u[j], broadcast(q[4j..4j+3])) for j = 0..7
+//   acc = fma(float(s), dw * dx_b, acc)
+// computes the exact block dot products of all 16 rows at once (64 int8 MACs per vpdpbusd, no
+// horizontal reduction) followed by the per-block fp32 step of the reference scheme.
+//
+// Few tokens (decode): each block is packed in registers and used at once (Direct). More
+// tokens: the group's rows are packed once into a per-thread panel that tiles of kT tokens
+// sweep (Panel). Both give the reference results bit for bit.
+#include "kernels/simd_avx512.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 
 #include "kernels/matmul_internal.h"
-#include "kernels/simd_avx512.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx512 {
 namespace {
 
-constexpr int kR = kAvx512QuantRowTile;
-constexpr int kT = kAvx512QuantTokenTile;
-// Software prefetch distance for weights. Rows are short (1-5 KiB), so a tile's R concurrent
-// row streams end before the hardware prefetcher locks on. Instead the tile treats its R rows
-// (contiguous in memory) as one linear region consumed at R pairs' bytes per step, and
-// prefetches the same number of bytes this far ahead of that front, which runs on into the
-// following row tiles.
+constexpr int kRows = kAvx512QuantRowTile;  // 16: rows per group = int32 lanes
+constexpr int kT = kAvx512QuantTokenTile;   // tokens per panel tile
+constexpr int kDirectMaxTokens = 4;         // up to this many tokens skip the panel
+// Software prefetch distance for weights. A group streams 16 short rows (1-9 KiB) at once, too
+// briefly for the hardware prefetcher to lock on; the group's rows are contiguous, so it
+// prefetches that region as if it were consumed linearly, this far ahead of the next group.
 constexpr int64_t kPrefetchBytes = 16384;
 
-// Prefetches the cache lines of [p, p + bytes).
+static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
+
+// One packed 32-block of a 16-row group.
+struct PackedBlock {
+  __m512i u[8];
+  __m512 dw;
+};
+
+// Prefetches the cache lines of [p, p + kBytes).
 template <int64_t kBytes>
 inline void PrefetchRange(const uint8_t* p) {
 #pragma GCC unroll 16
@@ -34,128 +51,340 @@ inline void PrefetchRange(const uint8_t* p) {
   }
 }
 
-// The weight side of one pair: unsigned bytes in the activation layout, and the per-lane scale.
-struct WPair {
-  __m512i q;
-  __m512 s;
+inline int32_t LoadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline float LoadF32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// A 16-row group: row r starts at rows[r] (rows past the matrix end repeat the last row; their
+// lanes are computed and discarded). offsets[r] = rows[r] - rows[0], for the scale gather.
+struct RowGroup {
+  const uint8_t* rows[kRows];
+  __m512i offsets;
+  int valid;
 };
 
-// Per-lane block index (0 or 1) of a pair, as vpermps indices into [d0, d1].
+inline RowGroup MakeRowGroup(const WeightMatrix& w, int64_t r0, int64_t r1) {
+  RowGroup g;
+  g.valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r0));
+  alignas(64) int32_t off[kRows];
+  for (int r = 0; r < kRows; ++r) {
+    const int64_t rr = r0 + std::min(r, g.valid - 1);
+    g.rows[r] = w.row(rr);
+    off[r] = static_cast<int32_t>((rr - r0) * w.row_bytes());
+  }
+  g.offsets = _mm512_load_si512(off);
+  return g;
+}
+
+// The 16 rows' scales of block blk: gathers the 4 bytes at each row's block start, whose low
+// 16 bits are the fp16 d. (Slow: vpgatherdd is microcoded; see ChunkScales.)
 template <DType kType>
-inline __m512i ScaleIndex() {
-  if constexpr (kType == DType::kQ8_0) {
-    return _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-  } else {
-    return _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
-  }
-}
-
-// b: first block of the pair. kSingle: only block 0 exists (odd block count); block 1's lanes
-// then get zero weights' offset value and scale 0, and contribute fma(x, 0, acc) like the
-// zero-padded activations expect.
-template <DType kType, bool kSingle>
-inline WPair LoadPair(const uint8_t* b) {
+inline __m512 GatherScales(const RowGroup& g, int64_t blk) {
   constexpr int64_t bb = DTypeBlockBytes(kType);
-  WPair p;
-  const uint32_t d1 = kSingle ? 0u : LoadU16(b + bb);
-  const __m128 d01 = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(LoadU16(b) | (d1 << 16))));
-  p.s = _mm512_permutexvar_ps(ScaleIndex<kType>(), _mm512_castps128_ps512(d01));
-  if constexpr (kType == DType::kQ8_0) {
-    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
-    const __m256i hi = kSingle ? _mm256_setzero_si256()
-                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + bb + 2));
-    p.q = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
-                           _mm512_set1_epi8(static_cast<char>(0x80)));
-  } else {
-    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    const __m128i q1 = kSingle ? _mm_setzero_si128()
-                               : _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + bb + 2));
-    const __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
-    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    p.q = _mm512_and_si512(both, _mm512_set1_epi8(0x0f));
-  }
-  return p;
+  const __m512i d32 = _mm512_i32gather_epi32(g.offsets, g.rows[0] + blk * bb, 1);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d32));
 }
 
-// acc[r][t] += one pair of R rows x T tokens. x: this pair of token 0, xs bytes between tokens.
-template <int R, int T>
-inline void AccumulatePair(const WPair (&w)[R], const uint8_t* x, int64_t xs,
-                           __m512 (&acc)[R][T]) {
+// Scales of the 8 blocks [8c, 8c + 8) of all 16 rows (requires 8c + 8 <= nb): per row, one or
+// two vpermt2w pick the 8 fp16 words out of the chunk's bytes, then a 16x8 word transpose turns
+// them into one register per block.
+template <DType kType>
+inline void ChunkScales(const RowGroup& g, int64_t c, __m512 (&dw)[8]) {
+  constexpr int64_t bb = DTypeBlockBytes(kType);
+  constexpr int kWords = bb / 2;  // block stride in 16-bit words
+  __m128i s[kRows];               // s[r] = scales of blocks 8c..8c+7 of row r
+  if constexpr (kType == DType::kQ4_0) {
+    // Words 9k (k < 8) all lie in the first 128 bytes of the chunk.
+    alignas(64) static constexpr int16_t kIdx[32] = {0, 9, 18, 27, 36, 45, 54, 63};
+    const __m512i idx = _mm512_load_si512(kIdx);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* p = g.rows[r] + 8 * c * bb;
+      s[r] = _mm512_castsi512_si128(
+          _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64)));
+    }
+  } else {
+    // Words 17k: blocks 0..3 in the first 128 bytes, blocks 4..7 in the next 128.
+    static_assert(kWords == 17);
+    alignas(64) static constexpr int16_t kIdx[32] = {0, 17, 34, 51, 4, 21, 38, 55};
+    const __m512i idx = _mm512_load_si512(kIdx);
+#pragma GCC unroll 16
+    for (int r = 0; r < kRows; ++r) {
+      const uint8_t* p = g.rows[r] + 8 * c * bb;
+      const __m128i lo = _mm512_castsi512_si128(
+          _mm512_permutex2var_epi16(_mm512_loadu_si512(p), idx, _mm512_loadu_si512(p + 64)));
+      const __m128i hi = _mm512_castsi512_si128(
+          _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 128), idx, _mm512_loadu_si512(p + 192)));
+      s[r] = _mm_blend_epi32(lo, hi, 0xc);  // words 0..3 of lo, 4..7 of hi
+    }
+  }
+  // z[i] = [s[i] | s[i+4] | s[i+8] | s[i+12]]: 128-bit lane m holds row i + 4m.
+  __m512i z[4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    __m512i v = _mm512_castsi128_si512(s[i]);
+    v = _mm512_inserti32x4(v, s[i + 4], 1);
+    v = _mm512_inserti32x4(v, s[i + 8], 2);
+    z[i] = _mm512_inserti32x4(v, s[i + 12], 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi16(z[0], z[1]);
+  const __m512i t1 = _mm512_unpackhi_epi16(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi16(z[2], z[3]);
+  const __m512i t3 = _mm512_unpackhi_epi16(z[2], z[3]);
+  // u[k], lane m: [rows 4m..4m+3 of block 2k | rows 4m..4m+3 of block 2k+1] (4 words each).
+  const __m512i u[4] = {_mm512_unpacklo_epi32(t0, t2), _mm512_unpackhi_epi32(t0, t2),
+                        _mm512_unpacklo_epi32(t1, t3), _mm512_unpackhi_epi32(t1, t3)};
+  const __m512i gather = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i b = _mm512_permutexvar_epi64(gather, u[k]);  // [block 2k | block 2k+1]
+    dw[2 * k] = _mm512_cvtph_ps(_mm512_castsi512_si256(b));
+    dw[2 * k + 1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(b, 1));
+  }
+}
+
+// Packs the weight codes of block `blk` of the group into registers.
+template <DType kType>
+inline void PackCodes(const RowGroup& g, int64_t blk, PackedBlock* out) {
+  constexpr int64_t bb = DTypeBlockBytes(kType);
+  const int64_t qoff = blk * bb + 2;
+  if constexpr (kType == DType::kQ8_0) {
+    // z[i] = [row i | row i+8] (8 dwords each); an 8x8 dword transpose in both 256-bit halves
+    // yields u[j] = [rows 0..7 dword j | rows 8..15 dword j].
+    __m512i z[8], t[8], v[8];
 #pragma GCC unroll 8
-  for (int t = 0; t < T; ++t) {
-    const uint8_t* a = x + t * xs;
-    const __m512i xq = _mm512_loadu_si512(a);
-    const __m512 dx = _mm512_loadu_ps(reinterpret_cast<const float*>(a + 64));
-    const __m512i bias = _mm512_loadu_si512(a + 128);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const __m512i isum = _mm512_dpbusd_epi32(bias, w[r].q, xq);
-      const __m512 scale = _mm512_mul_ps(w[r].s, dx);
-      acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc[r][t]);
+    for (int i = 0; i < 8; ++i) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.rows[i] + qoff));
+      const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g.rows[i + 8] + qoff));
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm512_unpacklo_epi32(z[i], z[i + 1]);
+      t[i + 1] = _mm512_unpackhi_epi32(z[i], z[i + 1]);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 8; i += 4) {
+      v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+      v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+      v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+      v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    // v[k] (k < 4) holds dwords k (128-bit lanes 0, 2) and k+4 (lanes 1, 3) of rows 0..3 / 8..11;
+    // v[k+4] the same for rows 4..7 / 12..15.
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+    const __m512i hi_idx = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      out->u[k] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[k], lo_idx, v[k + 4]), flip);
+      out->u[k + 4] = _mm512_xor_si512(_mm512_permutex2var_epi64(v[k], hi_idx, v[k + 4]), flip);
+    }
+  } else {
+    // a[i] = [row i | row i+4 | row i+8 | row i+12] (4 dwords of nibbles each); a 4x4 dword
+    // transpose per 128-bit lane yields q[k] = raw dword k of rows 0..15. Low nibbles are
+    // elements 4k..4k+3, high nibbles elements 16+4k..19+4k.
+    __m512i a[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      __m512i v = _mm512_castsi128_si512(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.rows[i] + qoff)));
+      v = _mm512_inserti32x4(
+          v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.rows[i + 4] + qoff)), 1);
+      v = _mm512_inserti32x4(
+          v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.rows[i + 8] + qoff)), 2);
+      v = _mm512_inserti32x4(
+          v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.rows[i + 12] + qoff)), 3);
+      a[i] = v;
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]);
+    const __m512i t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]);
+    const __m512i t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+    const __m512i q[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                          _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      out->u[k] = _mm512_and_si512(q[k], nib);
+      out->u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q[k], 4), nib);
     }
   }
 }
 
-// y[t * ys + r] for r < R, t < T. w: first row (ws bytes apart, nb blocks each); x: prepared
-// activations of token 0 (xs bytes apart).
-template <DType kType, int R, int T>
-void Tile(const uint8_t* w, int64_t ws, int64_t nb, const uint8_t* x, int64_t xs, float* y,
-          int64_t ys) {
+// acc[t] += block blk of the packed rows times token t (prepared activations at act + t * as).
+template <int T>
+inline void AccumulateBlock(const PackedBlock& pb, const uint8_t* act, int64_t as,
+                            const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+  __m512i s[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t)
+    s[t] = _mm512_set1_epi32(LoadI32(act + t * as + l.bias_offset + 4 * blk));
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      const __m512i x = _mm512_set1_epi32(LoadI32(act + t * as + 32 * blk + 4 * j));
+      s[t] = _mm512_dpbusd_epi32(s[t], pb.u[j], x);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 scale =
+        _mm512_mul_ps(pb.dw, _mm512_set1_ps(LoadF32(act + t * as + l.dx_offset + 4 * blk)));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), scale, acc[t]);
+  }
+}
+
+template <int T>
+inline void StoreRows(const __m512 (&acc)[T], int valid, float* y, int64_t ys) {
+  const __mmask16 m = TailMask16(valid);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+// T tokens, packing each block in registers as it goes.
+template <DType kType, int T>
+void Direct(const RowGroup& g, int64_t ws, const QuantActsLayout& l, const uint8_t* act, float* y,
+            int64_t ys) {
   constexpr int64_t bb = DTypeBlockBytes(kType);
-  __m512 acc[R][T];
+  __m512 acc[T];
 #pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const uint8_t* ahead = g.rows[0] + kRows * ws + kPrefetchBytes;
+  int64_t blk = 0;
+  for (int64_t c = 0; c < l.nb / 8; ++c) {
+    __m512 dw[8];
+    ChunkScales<kType>(g, c, dw);
+    for (int i = 0; i < 8; ++i, ++blk) {
+      PrefetchRange<kRows * bb>(ahead + blk * (kRows * bb));
+      PackedBlock pb;
+      PackCodes<kType>(g, blk, &pb);
+      pb.dw = dw[i];
+      AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
+    }
   }
-  const int64_t full_pairs = nb / 2;
-  for (int64_t p = 0; p < full_pairs; ++p) {
-    WPair wp[R];
-    PrefetchRange<R * 2 * bb>(w + R * ws + p * (R * 2 * bb) + kPrefetchBytes);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wp[r] = LoadPair<kType, false>(w + r * ws + 2 * p * bb);
-    AccumulatePair<R, T>(wp, x + p * kQPairBytes, xs, acc);
+  for (; blk < l.nb; ++blk) {
+    PackedBlock pb;
+    PackCodes<kType>(g, blk, &pb);
+    pb.dw = GatherScales<kType>(g, blk);
+    AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
   }
-  if (nb & 1) {
-    WPair wp[R];
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) wp[r] = LoadPair<kType, true>(w + r * ws + 2 * full_pairs * bb);
-    AccumulatePair<R, T>(wp, x + full_pairs * kQPairBytes, xs, acc);
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) y[t * ys + r] = HSum(acc[r][t]);
-  }
+  StoreRows<T>(acc, g.valid, y, ys);
 }
 
-template <DType kType, int R>
-void RowTile(const MatMulArgs& a, int64_t r, int64_t t0, int64_t t1) {
-  const WeightMatrix& w = *a.w;
-  const int64_t nb = w.cols / 32;
-  const int64_t ws = w.row_bytes();
-  const int64_t xs = QuantActsBytes(w.cols);
-  const uint8_t* wr = w.row(r);
-  auto at = [&](int64_t t) { return a.qx + t * xs; };
-  auto yt = [&](int64_t t) { return a.y + t * w.rows + r; };
-  int64_t t = t0;
-  for (; t + kT <= t1; t += kT) Tile<kType, R, kT>(wr, ws, nb, at(t), xs, yt(t), w.rows);
-  switch (t1 - t) {
-    case 0: break;
-    case 1: Tile<kType, R, 1>(wr, ws, nb, at(t), xs, yt(t), w.rows); break;
-    case 2: Tile<kType, R, 2>(wr, ws, nb, at(t), xs, yt(t), w.rows); break;
-    case 3: Tile<kType, R, 3>(wr, ws, nb, at(t), xs, yt(t), w.rows); break;
-    default: CHECK(false) << "token tail " << (t1 - t);
-  }
+// T tokens against a packed panel (nb blocks).
+template <int T>
+void PanelTile(const PackedBlock* panel, const QuantActsLayout& l, const uint8_t* act, int valid,
+               float* y, int64_t ys) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < l.nb; ++blk)
+    AccumulateBlock<T>(panel[blk], act, l.bytes, l, blk, acc);
+  StoreRows<T>(acc, valid, y, ys);
 }
 
-static_assert(kT == 4, "RowTile's tail switch covers token tails 1..3");
+// Per-thread panel storage, grown on demand.
+PackedBlock* PanelScratch(int64_t blocks) {
+  struct FreeDeleter {
+    void operator()(PackedBlock* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<PackedBlock, FreeDeleter> buf;
+  thread_local int64_t capacity = 0;
+  if (blocks > capacity) {
+    buf.reset(static_cast<PackedBlock*>(std::aligned_alloc(64, blocks * sizeof(PackedBlock))));
+    CHECK(buf != nullptr) << "out of memory for the weight panel";
+    capacity = blocks;
+  }
+  return buf.get();
+}
 
 template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  int64_t r = r0;
-  for (; r + kR <= r1; r += kR) RowTile<kType, kR>(a, r, t0, t1);
-  for (; r < r1; ++r) RowTile<kType, 1>(a, r, t0, t1);
+  constexpr int64_t bb = DTypeBlockBytes(kType);
+  const WeightMatrix& w = *a.w;
+  const QuantActsLayout l = GetQuantActsLayout(w.cols);
+  const int64_t ws = w.row_bytes();
+  const int64_t nt = t1 - t0;
+  const uint8_t* act0 = a.qx + t0 * l.bytes;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const RowGroup g = MakeRowGroup(w, r, r1);
+    float* y = a.y + t0 * w.rows + r;
+    switch (nt <= kDirectMaxTokens ? nt : 0) {
+      case 1:
+        Direct<kType, 1>(g, ws, l, act0, y, w.rows);
+        continue;
+      case 2:
+        Direct<kType, 2>(g, ws, l, act0, y, w.rows);
+        continue;
+      case 3:
+        Direct<kType, 3>(g, ws, l, act0, y, w.rows);
+        continue;
+      case 4:
+        Direct<kType, 4>(g, ws, l, act0, y, w.rows);
+        continue;
+      default:
+        break;
+    }
+    PackedBlock* panel = PanelScratch(l.nb);
+    const uint8_t* ahead = g.rows[0] + kRows * ws + kPrefetchBytes;
+    int64_t blk = 0;
+    for (int64_t c = 0; c < l.nb / 8; ++c) {
+      __m512 dw[8];
+      ChunkScales<kType>(g, c, dw);
+      for (int i = 0; i < 8; ++i, ++blk) {
+        PrefetchRange<kRows * bb>(ahead + blk * (kRows * bb));
+        PackCodes<kType>(g, blk, &panel[blk]);
+        panel[blk].dw = dw[i];
+      }
+    }
+    for (; blk < l.nb; ++blk) {
+      PackCodes<kType>(g, blk, &panel[blk]);
+      panel[blk].dw = GatherScales<kType>(g, blk);
+    }
+    int64_t t = 0;
+    for (; t + kT <= nt; t += kT) {
+      PanelTile<kT>(panel, l, act0 + t * l.bytes, g.valid, y + t * w.rows, w.rows);
+    }
+    const uint8_t* act = act0 + t * l.bytes;
+    float* yt = y + t * w.rows;
+    switch (nt - t) {
+      case 0:
+        break;
+      case 1:
+        PanelTile<1>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 2:
+        PanelTile<2>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 3:
+        PanelTile<3>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 4:
+        PanelTile<4>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 5:
+        PanelTile<5>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 6:
+        PanelTile<6>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      case 7:
+        PanelTile<7>(panel, l, act, g.valid, yt, w.rows);
+        break;
+      default:
+        CHECK(false) << "token tail " << (nt - t);
+    }
+  }
 }
 
 // roundf(): round half away from zero (x - trunc(x) is exact in fp32).
@@ -167,51 +396,41 @@ inline __m512 RoundHalfAway(__m512 v) {
   return _mm512_mask_add_ps(t, away, t, _mm512_or_ps(_mm512_set1_ps(1.0f), sign));
 }
 
-// Quantizes 32 floats like QuantizeActBlock: lo = elements 0..15, hi = 16..31.
-inline void QuantizeBlock(const float* x, __m128i* lo, __m128i* hi, float* d) {
-  const __m512 v0 = _mm512_loadu_ps(x);
-  const __m512 v1 = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-  const float dd = amax / 127.0f;
-  const __m512 id = _mm512_set1_ps(dd != 0.0f ? 1.0f / dd : 0.0f);
-  *lo = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v0, id))));
-  *hi = _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v1, id))));
-  *d = dd;
-}
-
 }  // namespace
 
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   switch (a.w->dtype) {
-    case DType::kQ8_0: Block<DType::kQ8_0>(a, r0, r1, t0, t1); break;
-    case DType::kQ4_0: Block<DType::kQ4_0>(a, r0, r1, t0, t1); break;
-    default: CHECK(false) << "not a quantized weight type: " << DTypeName(a.w->dtype);
+    case DType::kQ8_0:
+      Block<DType::kQ8_0>(a, r0, r1, t0, t1);
+      break;
+    case DType::kQ4_0:
+      Block<DType::kQ4_0>(a, r0, r1, t0, t1);
+      break;
+    default:
+      CHECK(false) << "not a quantized weight type: " << DTypeName(a.w->dtype);
   }
 }
 
 void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out) {
-  const int64_t nb = cols / 32;
-  const bool q8 = wtype == DType::kQ8_0;
-  const __m512i ones = _mm512_set1_epi8(1);
-  const __m512i index = q8 ? ScaleIndex<DType::kQ8_0>() : ScaleIndex<DType::kQ4_0>();
-  for (int64_t p = 0; p < QuantActsPairs(cols); ++p) {
-    __m128i a_lo, a_hi, b_lo = _mm_setzero_si128(), b_hi = _mm_setzero_si128();
-    float da, db = 0.0f;
-    QuantizeBlock(x + 64 * p, &a_lo, &a_hi, &da);
-    if (2 * p + 1 < nb) QuantizeBlock(x + 64 * p + 32, &b_lo, &b_hi, &db);
-    // Q8_0 layout [a_lo a_hi b_lo b_hi]; Q4_0 layout [a_lo b_lo a_hi b_hi].
-    const __m256i first = q8 ? _mm256_setr_m128i(a_lo, a_hi) : _mm256_setr_m128i(a_lo, b_lo);
-    const __m256i second = q8 ? _mm256_setr_m128i(b_lo, b_hi) : _mm256_setr_m128i(a_hi, b_hi);
-    const __m512i qs = _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
-    const __m512 dx =
-        _mm512_permutexvar_ps(index, _mm512_castps128_ps512(_mm_setr_ps(da, db, 0.0f, 0.0f)));
-    const __m512i lane_sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, qs);
-    const __m512i bias = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                          _mm512_slli_epi32(lane_sum, q8 ? 7 : 3));
-    uint8_t* dst = out + p * kQPairBytes;
-    _mm512_storeu_si512(dst, qs);
-    _mm512_storeu_ps(reinterpret_cast<float*>(dst + 64), dx);
-    _mm512_storeu_si512(dst + 128, bias);
+  const QuantActsLayout l = GetQuantActsLayout(cols);
+  const int32_t c = wtype == DType::kQ4_0 ? 8 : 128;
+  // Zero padding first (odd last block, scale/bias pads, tail to 64 bytes).
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + l.dx_offset - 32), _mm256_setzero_si256());
+  for (int64_t i = l.dx_offset; i < l.bytes; i += 64)
+    _mm512_storeu_si512(out + i, _mm512_setzero_si512());
+  for (int64_t b = 0; b < l.nb; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b);
+    const __m512 v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float d = amax / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    const __m512i q0 = _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v0, id)));
+    const __m512i q1 = _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v1, id)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
+    const int32_t bias = -c * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    std::memcpy(out + l.dx_offset + 4 * b, &d, 4);
+    std::memcpy(out + l.bias_offset + 4 * b, &bias, 4);
   }
 }
 

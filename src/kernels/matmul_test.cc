@@ -19,10 +19,11 @@ using testing_util::OwnedWeights;
 using testing_util::RandomVector;
 using testing_util::RandomWeights;
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                               DType::kQ4_0};
+constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
 
-bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool IsQuant(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0;
+}
 
 std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n) {
   return std::string(SimdLevelName(level)) + " " + std::string(DTypeName(t)) + " " +
@@ -107,7 +108,7 @@ void SchemeReference(const WeightMatrix& w, const std::vector<float>& x, int64_t
 }
 
 std::vector<float> RunMatMul(SimdLevel level, const WeightMatrix& w, const std::vector<float>& x,
-                       int64_t n, ThreadPool* pool) {
+                             int64_t n, ThreadPool* pool) {
   std::vector<float> y(n * w.rows, -12345.0f);
   MatMulAtLevel(level, w, x.data(), n, y.data(), pool);
   return y;
@@ -119,9 +120,9 @@ TEST(MatMulTest, MatchesSchemeReferenceAtEveryLevel) {
   struct Shape {
     int64_t rows, cols, n;
   };
-  const Shape shapes[] = {{1, 32, 1},   {3, 64, 2},    {7, 96, 5},    {13, 160, 7},
-                          {33, 32, 13}, {5, 2048, 3},  {9, 4096, 1},  {17, 288, 67},
-                          {6, 33, 4},   {11, 1000, 9}, {4, 15, 37},   {69, 544, 11}};
+  const Shape shapes[] = {{1, 32, 1},   {3, 64, 2},    {7, 96, 5},   {13, 160, 7},
+                          {33, 32, 13}, {5, 2048, 3},  {9, 4096, 1}, {17, 288, 67},
+                          {6, 33, 4},   {11, 1000, 9}, {4, 15, 37},  {69, 544, 11}};
   for (const Shape& s : shapes) {
     for (DType t : kAllTypes) {
       if (IsQuant(t) && s.cols % 32 != 0) continue;
@@ -207,7 +208,8 @@ TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
           } else {
             auto* blk = reinterpret_cast<BlockQ4_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
             blk->d = F32ToF16(0.25f);
-            for (int i = 0; i < 16; ++i) blk->qs[i] = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+            for (int i = 0; i < 16; ++i)
+              blk->qs[i] = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
           }
         }
       }
@@ -308,8 +310,8 @@ TEST(MatMulTest, PreparedActivationsIdenticalAcrossLevels) {
       ki::scalar::PrepareQuantActs(t, x.data(), cols, ref.data());
       // The tie block really rounded away from zero.
       const int8_t* qs = reinterpret_cast<const int8_t*>(ref.data());
-      EXPECT_EQ(qs[ki::QuantActsPos(t, 0, 1)], 2);   // 1.5 -> 2
-      EXPECT_EQ(qs[ki::QuantActsPos(t, 0, 2)], -3);  // -2.5 -> -3
+      EXPECT_EQ(qs[1], 2);   // 1.5 -> 2
+      EXPECT_EQ(qs[2], -3);  // -2.5 -> -3
       for (SimdLevel level : AvailableLevels()) {
         std::vector<uint8_t> got(bytes, 0xCD);
         if (level == SimdLevel::kAvx2) ki::avx2::PrepareQuantActs(t, x.data(), cols, got.data());

@@ -19,8 +19,14 @@ void RmsNormRowScalar(const float* x, const float* weight, int64_t dim, float ep
   for (int64_t j = 0; j < dim; ++j) out[j] = x[j] * scale * weight[j];
 }
 
+// silu(g) = g * sigmoid(g) with e = exp(-|g|) <= 1, which never overflows:
+// sigmoid(g) = 1 / (1 + e) for g >= 0 and e / (1 + e) for g < 0.
 void SiluMulScalar(const float* gate, const float* up, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float e = std::exp(-std::fabs(g));
+    out[i] = g * (g >= 0.0f ? 1.0f : e) / (1.0f + e) * up[i];
+  }
 }
 
 void AddInPlaceScalar(float* x, const float* y, int64_t n) {
@@ -47,13 +53,14 @@ int64_t ArgMaxScalar(const float* x, int64_t n) {
   return best < 0 ? 0 : best;
 }
 
-constexpr OpsTable kScalarOps = {RmsNormRowScalar, SiluMulScalar, AddInPlaceScalar,
-                                 SoftmaxScalar, ArgMaxScalar};
+constexpr OpsTable kScalarOps = {RmsNormRowScalar, SiluMulScalar, AddInPlaceScalar, SoftmaxScalar,
+                                 ArgMaxScalar};
 
 const OpsTable& OpsAt(SimdLevel level) {
   const CpuFeatures& f = GetCpuFeatures();
   switch (level) {
-    case SimdLevel::kScalar: return kScalarOps;
+    case SimdLevel::kScalar:
+      return kScalarOps;
     case SimdLevel::kAvx2:
       CHECK(f.avx2) << "CPU lacks AVX2";
       return kernels_internal::avx2::kOps;
@@ -69,7 +76,8 @@ const OpsTable& OpsAt(SimdLevel level) {
 void RmsNormAtLevel(SimdLevel level, const float* x, const float* weight, float eps, float* out,
                     int64_t n_rows, int64_t dim) {
   const OpsTable& ops = OpsAt(level);
-  for (int64_t i = 0; i < n_rows; ++i) ops.rms_norm_row(x + i * dim, weight, dim, eps, out + i * dim);
+  for (int64_t i = 0; i < n_rows; ++i)
+    ops.rms_norm_row(x + i * dim, weight, dim, eps, out + i * dim);
 }
 
 void SiluMulAtLevel(SimdLevel level, const float* gate, const float* up, float* out, int64_t n) {
@@ -103,8 +111,12 @@ void AddInPlace(float* x, const float* y, int64_t n) {
   AddInPlaceAtLevel(ActiveSimdLevel(), x, y, n);
 }
 
-void Softmax(float* x, int64_t n) { SoftmaxAtLevel(ActiveSimdLevel(), x, n); }
+void Softmax(float* x, int64_t n) {
+  SoftmaxAtLevel(ActiveSimdLevel(), x, n);
+}
 
-int64_t ArgMax(const float* x, int64_t n) { return ArgMaxAtLevel(ActiveSimdLevel(), x, n); }
+int64_t ArgMax(const float* x, int64_t n) {
+  return ArgMaxAtLevel(ActiveSimdLevel(), x, n);
+}
 
 }  // namespace pagellm

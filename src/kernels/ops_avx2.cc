@@ -1,17 +1,22 @@
 // AVX2 implementations of ops.h. Reductions use 8-lane accumulators, a zero-filled tail and
 // HSum8's fixed tree, so results depend only on the row's values.
 
+#include "kernels/simd_avx2.h"
+
 #include <limits>
 
 #include "kernels/ops_internal.h"
-#include "kernels/simd_avx2.h"
 
 namespace pagellm::kernels_internal::avx2 {
 namespace {
 
 // The n (< 8) floats at p, zero-filled.
-inline __m256 LoadPartial(const float* p, int64_t n) { return _mm256_maskload_ps(p, TailMask8(n)); }
-inline void StorePartial(float* p, int64_t n, __m256 v) { _mm256_maskstore_ps(p, TailMask8(n), v); }
+inline __m256 LoadPartial(const float* p, int64_t n) {
+  return _mm256_maskload_ps(p, TailMask8(n));
+}
+inline void StorePartial(float* p, int64_t n, __m256 v) {
+  _mm256_maskstore_ps(p, TailMask8(n), v);
+}
 
 void RmsNormRow(const float* x, const float* weight, int64_t dim, float eps, float* out) {
   __m256 acc = _mm256_setzero_ps();
@@ -36,9 +41,13 @@ void RmsNormRow(const float* x, const float* weight, int64_t dim, float eps, flo
   }
 }
 
+// silu(g) * u with e = exp(-|g|) <= 1 (no overflow): g * (g >= 0 ? 1 : e) / (1 + e) * u.
 inline __m256 SiluMul8(__m256 g, __m256 u) {
-  const __m256 neg = _mm256_sub_ps(_mm256_setzero_ps(), g);
-  const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), Exp(neg)));
+  const __m256 abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), g);
+  const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), abs));
+  const __m256 neg = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 num = _mm256_mul_ps(g, _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, neg));
+  const __m256 silu = _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
   return _mm256_mul_ps(silu, u);
 }
 
@@ -48,7 +57,8 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
     _mm256_storeu_ps(out + i, SiluMul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
   if (i < n) {
-    StorePartial(out + i, n - i, SiluMul8(LoadPartial(gate + i, n - i), LoadPartial(up + i, n - i)));
+    StorePartial(out + i, n - i,
+                 SiluMul8(LoadPartial(gate + i, n - i), LoadPartial(up + i, n - i)));
   }
 }
 
@@ -84,13 +94,14 @@ void Softmax(float* x, int64_t n) {
   }
   if (i < n) {
     const __m256i m = TailMask8(n - i);
-    const __m256 e = _mm256_and_ps(_mm256_castsi256_ps(m),
-                                   Exp(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)));
+    const __m256 e =
+        _mm256_and_ps(_mm256_castsi256_ps(m), Exp(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mx)));
     _mm256_maskstore_ps(x + i, m, e);
     acc = _mm256_add_ps(acc, e);
   }
   const __m256 inv = _mm256_set1_ps(1.0f / HSum8(acc));
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
   for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
 }
 

@@ -1,10 +1,11 @@
 // AVX-512 implementations of ops.h. Reductions use 16-lane accumulators, a zero-filled masked
 // tail and HSum's fixed tree, so results depend only on the row's values.
 
+#include "kernels/simd_avx512.h"
+
 #include <limits>
 
 #include "kernels/ops_internal.h"
-#include "kernels/simd_avx512.h"
 
 namespace pagellm::kernels_internal::avx512 {
 namespace {
@@ -33,9 +34,12 @@ void RmsNormRow(const float* x, const float* weight, int64_t dim, float eps, flo
   }
 }
 
+// silu(g) * u with e = exp(-|g|) <= 1 (no overflow): g * (g >= 0 ? 1 : e) / (1 + e) * u.
 inline __m512 SiluMul16(__m512 g, __m512 u) {
-  const __m512 neg = _mm512_sub_ps(_mm512_setzero_ps(), g);
-  const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), Exp(neg)));
+  const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+  const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 num = _mm512_mul_ps(g, _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), neg, e));
+  const __m512 silu = _mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
   return _mm512_mul_ps(silu, u);
 }
 
@@ -46,7 +50,8 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   }
   if (i < n) {
     const __mmask16 m = TailMask16(n - i);
-    const __m512 r = SiluMul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
+    const __m512 r =
+        SiluMul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
     _mm512_mask_storeu_ps(out + i, m, r);
   }
 }
@@ -84,12 +89,14 @@ void Softmax(float* x, int64_t n) {
   }
   if (i < n) {
     const __mmask16 m = TailMask16(n - i);
-    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx)));
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mx)));
     _mm512_mask_storeu_ps(x + i, m, e);
     acc = _mm512_add_ps(acc, e);
   }
   const __m512 inv = _mm512_set1_ps(1.0f / HSum(acc));
-  for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+  for (i = 0; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
   if (i < n) {
     const __mmask16 m = TailMask16(n - i);
     _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
@@ -105,7 +112,8 @@ int64_t ArgMax(const float* x, int64_t n) {
   }
   if (i < n) {
     const __mmask16 m = TailMask16(n - i);
-    const __mmask16 eq = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), mx, _CMP_EQ_OQ);
+    const __mmask16 eq =
+        _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, x + i), mx, _CMP_EQ_OQ);
     if (eq) return i + __builtin_ctz(eq);
   }
   return 0;  // all NaN

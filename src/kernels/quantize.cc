@@ -46,18 +46,31 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
 
 void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, x, n * sizeof(float)); return;
-    case DType::kF16: ConvertF32ToF16(x, reinterpret_cast<uint16_t*>(dst), n); return;
-    case DType::kBF16: ConvertF32ToBf16(x, reinterpret_cast<uint16_t*>(dst), n); return;
-    case DType::kQ8_0: QuantizeRowQ8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n); return;
-    case DType::kQ4_0: QuantizeRowQ4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n); return;
-    default: CHECK(false) << "cannot quantize to " << DTypeName(t);
+    case DType::kF32:
+      std::memcpy(dst, x, n * sizeof(float));
+      return;
+    case DType::kF16:
+      ConvertF32ToF16(x, reinterpret_cast<uint16_t*>(dst), n);
+      return;
+    case DType::kBF16:
+      ConvertF32ToBf16(x, reinterpret_cast<uint16_t*>(dst), n);
+      return;
+    case DType::kQ8_0:
+      QuantizeRowQ8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n);
+      return;
+    case DType::kQ4_0:
+      QuantizeRowQ4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n);
+      return;
+    default:
+      CHECK(false) << "cannot quantize to " << DTypeName(t);
   }
 }
 
 void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::kF32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
     case DType::kF16:
     case DType::kBF16:
       for (int64_t i = 0; i < n; ++i) {
@@ -87,7 +100,8 @@ void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
         }
       }
       return;
-    default: CHECK(false) << "cannot dequantize " << DTypeName(t);
+    default:
+      CHECK(false) << "cannot dequantize " << DTypeName(t);
   }
 }
 

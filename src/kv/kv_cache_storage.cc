@@ -4,7 +4,10 @@
 #include <limits>
 
 #include "pagellm/check.h"
-#include <new>
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "fmt/format.h"
 
@@ -20,20 +23,42 @@ StatusOr<KvCacheStorage> KvCacheStorage::Create(const KvCacheShape& shape) {
   }
   KvCacheStorage s;
   s.shape_ = shape;
-  const size_t per_layer = static_cast<size_t>(shape.floats_per_block_per_layer()) *
-                           static_cast<size_t>(shape.num_blocks);
-  try {
-    s.k_.resize(shape.num_layers);
-    s.v_.resize(shape.num_layers);
-    for (int l = 0; l < shape.num_layers; ++l) {
-      s.k_[l].assign(per_layer, 0.0f);
-      s.v_[l].assign(per_layer, 0.0f);
-    }
-  } catch (const std::bad_alloc&) {
-    return ResourceExhaustedError(
-        fmt::format("cannot allocate {} bytes of KV cache", shape.total_bytes()));
+  const size_t bytes = static_cast<size_t>(shape.total_bytes());
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return ResourceExhaustedError(fmt::format("cannot reserve {} bytes of KV cache: {}", bytes,
+                                              std::strerror(errno)));
   }
+  s.base_ = static_cast<float*>(p);
+  s.mapped_bytes_ = bytes;
   return s;
+}
+
+KvCacheStorage::~KvCacheStorage() { Release(); }
+
+void KvCacheStorage::Release() {
+  if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
+  base_ = nullptr;
+  mapped_bytes_ = 0;
+}
+
+KvCacheStorage::KvCacheStorage(KvCacheStorage&& o) noexcept
+    : shape_(o.shape_), base_(o.base_), mapped_bytes_(o.mapped_bytes_) {
+  o.base_ = nullptr;
+  o.mapped_bytes_ = 0;
+}
+
+KvCacheStorage& KvCacheStorage::operator=(KvCacheStorage&& o) noexcept {
+  if (this != &o) {
+    Release();
+    shape_ = o.shape_;
+    base_ = o.base_;
+    mapped_bytes_ = o.mapped_bytes_;
+    o.base_ = nullptr;
+    o.mapped_bytes_ = 0;
+  }
+  return *this;
 }
 
 void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block) {
@@ -43,15 +68,14 @@ void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int
   CHECK(dst_block >= 0 && dst_block < shape_.num_blocks);
   const int64_t n = shape_.floats_per_block_per_layer();
   for (int l = 0; l < shape_.num_layers; ++l) {
-    std::copy_n(src.k_[l].data() + src_block * n, n, k_[l].data() + dst_block * n);
-    std::copy_n(src.v_[l].data() + src_block * n, n, v_[l].data() + dst_block * n);
+    std::copy_n(src.k(l) + src_block * n, n, k(l) + dst_block * n);
+    std::copy_n(src.v(l) + src_block * n, n, v(l) + dst_block * n);
   }
 }
 
 void KvCacheStorage::PoisonWithNaN() {
-  const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (auto& layer : k_) layer.assign(layer.size(), nan);
-  for (auto& layer : v_) layer.assign(layer.size(), nan);
+  if (base_ == nullptr) return;
+  std::fill_n(base_, mapped_bytes_ / sizeof(float), std::numeric_limits<float>::quiet_NaN());
 }
 
 }  // namespace pagellm

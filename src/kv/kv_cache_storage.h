@@ -33,15 +33,23 @@ struct KvCacheShape {
 
 class KvCacheStorage {
  public:
-  // Allocates the whole cache up front (zero-filled). ResourceExhausted if it cannot.
+  // Reserves the whole cache up front as one anonymous mapping: pages are zero and cost no
+  // memory until first written, so a large --gpu-memory-utilization budget starts instantly
+  // and only the blocks actually used become resident. ResourceExhausted if the address space
+  // cannot be reserved.
   static StatusOr<KvCacheStorage> Create(const KvCacheShape& shape);
   KvCacheStorage() = default;
+  ~KvCacheStorage();
+  KvCacheStorage(KvCacheStorage&& other) noexcept;
+  KvCacheStorage& operator=(KvCacheStorage&& other) noexcept;
+  KvCacheStorage(const KvCacheStorage&) = delete;
+  KvCacheStorage& operator=(const KvCacheStorage&) = delete;
 
   const KvCacheShape& shape() const { return shape_; }
-  float* k(int layer) { return k_[layer].data(); }
-  float* v(int layer) { return v_[layer].data(); }
-  const float* k(int layer) const { return k_[layer].data(); }
-  const float* v(int layer) const { return v_[layer].data(); }
+  float* k(int layer) { return base_ + layer_offset(layer, 0); }
+  float* v(int layer) { return base_ + layer_offset(layer, 1); }
+  const float* k(int layer) const { return base_ + layer_offset(layer, 0); }
+  const float* v(int layer) const { return base_ + layer_offset(layer, 1); }
   // Address of (block, slot) for one layer's K or V: [num_kv_heads][head_dim] floats.
   float* k_slot(int layer, int block, int slot) {
     return k(layer) + (int64_t{block} * shape_.block_size + slot) * shape_.floats_per_token_per_layer();
@@ -56,8 +64,15 @@ class KvCacheStorage {
   void PoisonWithNaN();
 
  private:
+  // Layer l's K at [2l], V at [2l + 1], each floats_per_block_per_layer x num_blocks floats.
+  int64_t layer_offset(int layer, int kv) const {
+    return (2 * int64_t{layer} + kv) * shape_.floats_per_block_per_layer() * shape_.num_blocks;
+  }
+  void Release();
+
   KvCacheShape shape_;
-  std::vector<std::vector<float>> k_, v_;
+  float* base_ = nullptr;
+  size_t mapped_bytes_ = 0;
 };
 
 }  // namespace pagellm

@@ -372,8 +372,9 @@ Status OptionalGgufFloat(const GgufFile& g, const std::string& key, float* out) 
 }
 
 // llama.cpp stores Llama 3 RoPE scaling as `rope_freqs.weight`: one divisor per rotary pair,
-// [head_dim / 2] float32. We accept it when it matches the llama3 rule with the parameters every
-// Llama 3.x release uses (low 1, high 4, original context 8192) and recover `factor`.
+// [head_dim / 2] float32, applied as inv_freq[i] / rope_freqs[i]. GGUF keeps no low/high/
+// original-context parameters, so the divisors are used exactly as stored (whatever rule made
+// them); the largest one is reported as the llama3 factor.
 Status ParseGgufRopeFreqs(const GgufFile& g, ModelConfig* c) {
   const TensorView* t = g.FindTensor("rope_freqs.weight");
   if (t == nullptr) return Status::Ok();
@@ -384,40 +385,18 @@ Status ParseGgufRopeFreqs(const GgufFile& g, ModelConfig* c) {
   }
   std::vector<float> r(pairs);
   std::memcpy(r.data(), t->data, pairs * sizeof(float));
-  const float factor = *std::max_element(r.begin(), r.end());
-  if (!(factor >= 1.0f) || !std::isfinite(factor)) {
-    return UnimplementedError(g.name() + ": tensor 'rope_freqs.weight' has factors below 1");
-  }
-  if (factor == 1.0f) return Status::Ok();  // all ones: no scaling
-  RopeScaling s;
-  s.type = RopeScalingType::kLlama3;
-  s.factor = factor;
-  s.low_freq_factor = 1.0f;
-  s.high_freq_factor = 4.0f;
-  s.original_max_position_embeddings = 8192;
-  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
   for (int i = 0; i < pairs; ++i) {
-    const double freq = std::pow(static_cast<double>(c->rope_theta), -2.0 * i / c->head_dim);
-    const double wavelen = 2 * M_PI / freq;
-    double expect;
-    if (wavelen < high_wavelen) {
-      expect = 1.0;
-    } else if (wavelen > low_wavelen) {
-      expect = factor;
-    } else {
-      const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                            (s.high_freq_factor - s.low_freq_factor);
-      expect = 1.0 / ((1 - smooth) / factor + smooth);
-    }
-    if (std::fabs(r[i] - expect) > 1e-3 * expect) {
-      return UnimplementedError(fmt::format(
-          "{}: tensor 'rope_freqs.weight' does not match llama3 RoPE scaling (factor {}, low 1, "
-          "high 4, original context 8192) at pair {}: {} vs {}",
-          g.name(), factor, i, r[i], expect));
+    if (!std::isfinite(r[i]) || !(r[i] > 0.0f)) {
+      return DataLossError(fmt::format(
+          "{}: tensor 'rope_freqs.weight' pair {} has divisor {} (must be finite and > 0)",
+          g.name(), i, r[i]));
     }
   }
-  c->rope_scaling = s;
+  const float factor = *std::max_element(r.begin(), r.end());
+  if (std::all_of(r.begin(), r.end(), [](float v) { return v == 1.0f; })) return Status::Ok();
+  c->rope_scaling.type = RopeScalingType::kLlama3;
+  c->rope_scaling.factor = factor;
+  c->rope_freq_divisors = std::move(r);
   return Status::Ok();
 }
 
@@ -461,6 +440,10 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
                                           g.name(), value_length, c.head_dim));
   }
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "context_length", &c.max_position_embeddings));
+  // Mistral-style sliding window (written by our generator and some converters).
+  RETURN_IF_ERROR(OptionalGgufInt(g, p + "attention.sliding_window", &c.sliding_window));
+  if (c.sliding_window < 0)
+    return DataLossError(fmt::format("{}: {}attention.sliding_window is negative", g.name(), p));
   c.rms_norm_eps = 1e-5f;
   RETURN_IF_ERROR(OptionalGgufFloat(g, p + "attention.layer_norm_rms_epsilon", &c.rms_norm_eps));
   c.rope_theta = 10000.0f;
@@ -491,24 +474,33 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
     RETURN_IF_ERROR(ParseGgufRopeFreqs(g, &c));
   }
 
+  // Vocabulary size: the explicit key, else the embedding rows (the logits width), else the
+  // token list (vocab-only files). The tokenizer may have fewer tokens than the embedding
+  // (padding rows) but never more: its ids index the embedding.
   const GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
   const TensorView* embd = g.FindTensor("token_embd.weight");
+  int64_t n_tokens = -1;
+  if (tokens != nullptr && tokens->type == GgufType::kArray &&
+      tokens->array_type == GgufType::kString) {
+    n_tokens = static_cast<int64_t>(tokens->strings.size());
+  }
   if (g.Find(p + "vocab_size") != nullptr) {
     RETURN_IF_ERROR(OptionalGgufInt(g, p + "vocab_size", &c.vocab_size));
-  } else if (tokens != nullptr && tokens->type == GgufType::kArray &&
-             tokens->array_type == GgufType::kString) {
-    if (tokens->strings.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-      return OutOfRangeError(g.name() + ": 'tokenizer.ggml.tokens' is too long");
-    }
-    c.vocab_size = static_cast<int>(tokens->strings.size());
   } else if (embd != nullptr && embd->shape.size() == 2 &&
              embd->shape[0] <= std::numeric_limits<int32_t>::max()) {
     c.vocab_size = static_cast<int>(embd->shape[0]);
+  } else if (n_tokens >= 0 && n_tokens <= std::numeric_limits<int32_t>::max()) {
+    c.vocab_size = static_cast<int>(n_tokens);
   } else {
     return NotFoundError(fmt::format(
-        "{}: cannot determine the vocabulary size (no '{}vocab_size', 'tokenizer.ggml.tokens' "
-        "or 'token_embd.weight')",
+        "{}: cannot determine the vocabulary size (no '{}vocab_size', 'token_embd.weight' or "
+        "'tokenizer.ggml.tokens')",
         g.name(), p));
+  }
+  if (n_tokens > c.vocab_size) {
+    return InvalidArgumentError(
+        fmt::format("{}: 'tokenizer.ggml.tokens' has {} tokens but the model vocabulary is {}",
+                    g.name(), n_tokens, c.vocab_size));
   }
 
   c.tie_word_embeddings = g.FindTensor("output.weight") == nullptr;

@@ -22,7 +22,9 @@ enum class GgufType : uint32_t {
 };
 
 // One metadata value. Scalars are widened (integers to int64/uint64, floats to double);
-// strings are views into the mapping; arrays keep their element type.
+// strings are views into the mapping; arrays keep their element type. Integer scalars are
+// mirrored into both `i` and `u` where the value fits (bool is 0/1 in `i`); in `ints`, uint64
+// elements above INT64_MAX wrap.
 struct GgufValue {
   GgufType type = GgufType::kUint8;
   GgufType array_type = GgufType::kUint8;  // element type when type == kArray

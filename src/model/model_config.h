@@ -39,6 +39,9 @@ struct ModelConfig {
   float rms_norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling;
+  // Per-pair divisors of the RoPE inverse frequencies ([head_dim / 2]), from GGUF
+  // `rope_freqs.weight`; when set they replace the rule of rope_scaling.
+  std::vector<float> rope_freq_divisors;
   // true: RoPE rotates adjacent pairs (x[2i], x[2i+1]) — GGUF "llama" q/k layout and llama2.c.
   // false: rotate_half pairs (x[i], x[i + d/2]) — Hugging Face layout and GGUF "qwen2".
   bool rope_interleaved = false;

@@ -349,6 +349,12 @@ TEST(LoadGgufModel, UnusedBiasAndBadArchitecture) {
   ExpectError(LoadGgufBytes(bytes, &storage), StatusCode::kInvalidArgument,
               {"tiny.gguf", "'gpt2x'", "llama, qwen2"});
 
+  TinyModelSpec more_tokens;
+  GgufBuilder t = testing::TinyGguf(more_tokens);
+  t.AddU32("llama.vocab_size", 32);  // fewer than the 64 tokens
+  ExpectError(LoadGgufBytes(t.Build(), &storage), StatusCode::kInvalidArgument,
+              {"tiny.gguf", "'tokenizer.ggml.tokens' has 64 tokens"});
+
   GgufBuilder none;
   none.AddString("general.architecture", "llama");
   ExpectError(LoadGgufBytes(none.Build(), &storage), StatusCode::kNotFound,
@@ -382,10 +388,13 @@ TEST(LoadGgufModel, Llama3RopeFreqs) {
   EXPECT_EQ((*m)->config.rope_scaling.type, RopeScalingType::kLlama3);
   EXPECT_FLOAT_EQ((*m)->config.rope_scaling.factor, 8.0f);
 
-  freqs[4 * 20 + 3] ^= 0x01;  // an exponent bit: one factor off by 4x
+  EXPECT_EQ((*m)->config.rope_freq_divisors.size(), 32u);
+
+  const float nan = std::nanf("");
+  std::memcpy(&freqs[4 * 20], &nan, 4);  // a corrupt divisor
   GgufBuilder bad = testing::TinyGguf(s);
   bad.AddTensor("rope_freqs.weight", {32}, testing::kGgmlF32, freqs);
-  ExpectError(LoadGgufBytes(bad.Build(), &storage), StatusCode::kUnimplemented,
+  ExpectError(LoadGgufBytes(bad.Build(), &storage), StatusCode::kDataLoss,
               {"tiny.gguf", "rope_freqs.weight"});
 }
 

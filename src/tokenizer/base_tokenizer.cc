@@ -37,7 +37,7 @@ Status BaseTokenizer::AddToken(int32_t id, std::string content, bool special) {
   } else {
     vocab_.Set(id, content, kind);
   }
-  added_tokens_.Add(std::move(content), id, special);
+  added_tokens_.Add(content, id, special);
   return Status::Ok();
 }
 

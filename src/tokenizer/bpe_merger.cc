@@ -20,7 +20,9 @@ void BpeMergeTable::Reserve(size_t n) {
   }
 }
 
-void BpeMergeTable::Grow() { Reserve(slots_.empty() ? 8 : slots_.size()); }
+void BpeMergeTable::Grow() {
+  Reserve(slots_.empty() ? 8 : slots_.size());
+}
 
 void BpeMergeTable::Add(int32_t left, int32_t right, int32_t rank, int32_t merged) {
   if (2 * (size_ + 1) > slots_.size()) Grow();
@@ -75,13 +77,13 @@ struct CandidateAfter {
 
 }  // namespace
 
-void BpeMerger::Push(const BpeMergeTable& table, int32_t pos) {
+void BpeMerger::Push(const BpeMergeTable& table, int32_t pos, bool heapify) {
   const int32_t right = next_[pos];
   if (right < 0) return;
   const BpeMergeTable::Entry* e = table.Find(id_[pos], id_[right]);
   if (e == nullptr) return;
-  heap_.push_back(Candidate{e->rank, pos, id_[pos], id_[right]});
-  std::push_heap(heap_.begin(), heap_.end(), CandidateAfter());
+  heap_.push_back(Candidate{e->rank, pos, id_[pos], id_[right], e->merged});
+  if (heapify) std::push_heap(heap_.begin(), heap_.end(), CandidateAfter());
 }
 
 void BpeMerger::Merge(const BpeMergeTable& table, std::vector<int32_t>* ids,
@@ -110,7 +112,8 @@ void BpeMerger::Merge(const BpeMergeTable& table, std::vector<int32_t>* ids,
     for (int32_t i = 0; i < n; ++i) node_[i] = i;
   }
   heap_.clear();
-  for (int32_t i = 0; i + 1 < n; ++i) Push(table, i);
+  for (int32_t i = 0; i + 1 < n; ++i) Push(table, i, /*heapify=*/false);
+  std::make_heap(heap_.begin(), heap_.end(), CandidateAfter());
 
   while (!heap_.empty()) {
     std::pop_heap(heap_.begin(), heap_.end(), CandidateAfter());
@@ -121,13 +124,12 @@ void BpeMerger::Merge(const BpeMergeTable& table, std::vector<int32_t>* ids,
     if (id_[c.pos] != c.left_id) continue;
     const int32_t right = next_[c.pos];
     if (right < 0 || id_[right] != c.right_id) continue;
-    const BpeMergeTable::Entry* e = table.Find(c.left_id, c.right_id);
-    id_[c.pos] = e->merged;
+    id_[c.pos] = c.merged;
     id_[right] = -2;  // dead; never equal to a real id
     next_[c.pos] = next_[right];
     if (next_[right] >= 0) prev_[next_[right]] = c.pos;
     if (tree != nullptr) {
-      tree->push_back(BpeNode{e->merged, node_[c.pos], node_[right]});
+      tree->push_back(BpeNode{c.merged, node_[c.pos], node_[right]});
       node_[c.pos] = static_cast<int32_t>(tree->size()) - 1;
     }
     if (prev_[c.pos] >= 0) Push(table, prev_[c.pos]);

@@ -74,8 +74,11 @@ class BpeMerger {
     int32_t pos;  // index of the left symbol
     int32_t left_id;
     int32_t right_id;
+    int32_t merged;
   };
-  void Push(const BpeMergeTable& table, int32_t pos);
+  // Adds the pair starting at `pos` as a candidate if it has a rank; with `heapify` false the
+  // caller restores the heap order itself.
+  void Push(const BpeMergeTable& table, int32_t pos, bool heapify = true);
 
   std::vector<int32_t> id_;
   std::vector<int32_t> next_;

@@ -34,7 +34,9 @@ const ByteAlphabet& Alphabet() {
 
 }  // namespace
 
-uint32_t ByteLevelBpeTokenizer::ByteToCodePoint(uint8_t b) { return Alphabet().to_cp[b]; }
+uint32_t ByteLevelBpeTokenizer::ByteToCodePoint(uint8_t b) {
+  return Alphabet().to_cp[b];
+}
 
 int ByteLevelBpeTokenizer::CodePointToByte(uint32_t cp) {
   return cp < Alphabet().to_byte.size() ? Alphabet().to_byte[cp] : -1;
@@ -157,8 +159,7 @@ void ByteLevelBpeTokenizer::EncodeText(std::string_view text, bool /*at_text_sta
 }
 
 void ByteLevelBpeTokenizer::EncodeWord(std::string_view word, BpeMerger* merger,
-                                       std::vector<int32_t>* ids,
-                                       std::vector<int32_t>* out) const {
+                                       std::vector<int32_t>* ids, std::vector<int32_t>* out) const {
   if (options_.ignore_merges) {
     const auto it = bytes_to_id_.find(word);
     if (it != bytes_to_id_.end()) {

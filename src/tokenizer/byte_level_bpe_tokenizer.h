@@ -26,8 +26,8 @@ class ByteLevelBpeTokenizer : public BaseTokenizer {
   // `vocab` holds the model's byte-level pieces; `pre_tokenizers` are applied in order, each
   // splitting the pieces of the previous one (none: every text segment is one word).
   static StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> Create(
-      Vocab vocab, BpeMergeTable merges,
-      std::vector<std::unique_ptr<RegexSplitter>> pre_tokenizers, const Options& options);
+      Vocab vocab, BpeMergeTable merges, std::vector<std::unique_ptr<RegexSplitter>> pre_tokenizers,
+      const Options& options);
 
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
 

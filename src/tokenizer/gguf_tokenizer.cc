@@ -143,9 +143,7 @@ StatusOr<std::unique_ptr<Tokenizer>> Load(const GgufFile& gguf) {
     RETURN_IF_ERROR(tok->AddToken(id, piece, kind != TokenKind::kUserDefined));
   }
 
-  auto valid = [&](std::optional<int64_t> id) {
-    return id && *id >= 0 && *id < tok->vocab_size();
-  };
+  auto valid = [&](std::optional<int64_t> id) { return id && *id >= 0 && *id < tok->vocab_size(); };
   ASSIGN_OR_RETURN(auto bos, OptionalInt(gguf, "tokenizer.ggml.bos_token_id"));
   ASSIGN_OR_RETURN(auto eos, OptionalInt(gguf, "tokenizer.ggml.eos_token_id"));
   ASSIGN_OR_RETURN(auto eot, OptionalInt(gguf, "tokenizer.ggml.eot_token_id"));

@@ -5,9 +5,9 @@ namespace {
 
 using nlohmann::json;
 
-// Largest id we accept in a vocabulary: far above any real one (~256K), small enough that a
+// Largest id we accept in a vocabulary: far above any real one (~262K), small enough that a
 // corrupt file cannot make us allocate gigabytes.
-constexpr int64_t kMaxVocabId = 1 << 24;
+constexpr int64_t kMaxVocabId = 1 << 21;
 
 class StreamingHandler : public nlohmann::json_sax<json> {
  public:
@@ -21,8 +21,9 @@ class StreamingHandler : public nlohmann::json_sax<json> {
     return mode_ == Mode::kVocab ? VocabEntry(v) : Value(json(v));
   }
   bool number_unsigned(number_unsigned_t v) override {
-    return mode_ == Mode::kVocab ? VocabEntry(v > static_cast<uint64_t>(kMaxVocabId) ? -1 : static_cast<int64_t>(v))
-                                 : Value(json(v));
+    return mode_ == Mode::kVocab
+               ? VocabEntry(v > static_cast<uint64_t>(kMaxVocabId) ? -1 : static_cast<int64_t>(v))
+               : Value(json(v));
   }
   bool number_float(number_float_t v, const string_t&) override { return Value(json(v)); }
   bool binary(binary_t&) override { return Fail("unexpected binary value"); }

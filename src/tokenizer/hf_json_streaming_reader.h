@@ -26,12 +26,12 @@ struct HfJsonDocument {
   std::vector<uint32_t> merge_offsets;  // left_begin, split, right_end per merge
   size_t merge_count() const { return merge_offsets.size() / 3; }
   std::string_view merge_left(size_t i) const {
-    return std::string_view(merge_text).substr(merge_offsets[3 * i],
-                                               merge_offsets[3 * i + 1] - merge_offsets[3 * i]);
+    return std::string_view(merge_text)
+        .substr(merge_offsets[3 * i], merge_offsets[3 * i + 1] - merge_offsets[3 * i]);
   }
   std::string_view merge_right(size_t i) const {
-    return std::string_view(merge_text).substr(
-        merge_offsets[3 * i + 1], merge_offsets[3 * i + 2] - merge_offsets[3 * i + 1]);
+    return std::string_view(merge_text)
+        .substr(merge_offsets[3 * i + 1], merge_offsets[3 * i + 2] - merge_offsets[3 * i + 1]);
   }
 };
 

@@ -2,9 +2,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <climits>
+#include <optional>
+
 #include "base/mapped_file.h"
-#include "tokenizer/hf_json_streaming_reader.h"
 #include "tokenizer/byte_level_bpe_tokenizer.h"
+#include "tokenizer/hf_json_streaming_reader.h"
 #include "tokenizer/spm_bpe_tokenizer.h"
 
 namespace pagellm {
@@ -25,17 +28,27 @@ bool BoolField(const json& j, const char* key, bool fallback) {
 }
 
 // Flattens {"type": "Sequence", <list_key>: [...]} into its parts (or the value itself).
-std::vector<const json*> Flatten(const json& j, const char* list_key) {
+// Nesting deeper than real files use is left unflattened (and so rejected as an unknown
+// step) rather than recursed into: a hostile file must not exhaust the stack.
+std::vector<const json*> Flatten(const json& j, const char* list_key, int depth = 0) {
   std::vector<const json*> out;
   if (j.is_null()) return out;
-  if (TypeOf(j) == "Sequence" && j.contains(list_key) && j[list_key].is_array()) {
+  if (depth < 8 && TypeOf(j) == "Sequence" && j.contains(list_key) && j[list_key].is_array()) {
     for (const json& part : j[list_key]) {
-      for (const json* p : Flatten(part, list_key)) out.push_back(p);
+      for (const json* p : Flatten(part, list_key, depth + 1)) out.push_back(p);
     }
   } else {
     out.push_back(&j);
   }
   return out;
+}
+
+// An integer that fits a token id, else nullopt (get<int32_t> would silently wrap).
+std::optional<int32_t> AsId(const json& j) {
+  if (!j.is_number_integer()) return std::nullopt;
+  const int64_t v = j.get<int64_t>();
+  if (v < 0 || v > INT32_MAX) return std::nullopt;
+  return static_cast<int32_t>(v);
 }
 
 // Resolves the merge list against the vocabulary; the rank is the position in the list.
@@ -75,7 +88,7 @@ StatusOr<NormalizerInfo> ReadNormalizer(const json& root) {
                n->value("content", "") == "\xE2\x96\x81") {
       info.replace_space = true;
     } else {
-      return UnimplementedError("unsupported normalizer " + n->dump().substr(0, 200));
+      return UnimplementedError("unsupported normalizer \"" + type + "\"");
     }
   }
   return info;
@@ -88,10 +101,8 @@ std::optional<int32_t> SpecialTokenId(const json& post, const std::string& name)
   const auto token = specials->find(name);
   if (token == specials->end() || !token->is_object()) return std::nullopt;
   const auto ids = token->find("ids");
-  if (ids == token->end() || !ids->is_array() || ids->empty() || !(*ids)[0].is_number_integer()) {
-    return std::nullopt;
-  }
-  return (*ids)[0].get<int32_t>();
+  if (ids == token->end() || !ids->is_array() || ids->empty()) return std::nullopt;
+  return AsId((*ids)[0]);
 }
 
 // TemplateProcessing's single-sequence template: [SpecialToken...] Sequence A [SpecialToken...].
@@ -144,8 +155,7 @@ StatusOr<std::unique_ptr<BaseTokenizer>> BuildByteLevel(const json& root, const 
         const bool literal = pattern.contains("String");
         const json& value = literal ? pattern["String"] : pattern.value("Regex", json());
         if (!value.is_string()) return DataLossError("Split pre-tokenizer without a pattern");
-        ASSIGN_OR_RETURN(auto stage,
-                         RegexSplitter::Create(value.get<std::string>(), literal));
+        ASSIGN_OR_RETURN(auto stage, RegexSplitter::Create(value.get<std::string>(), literal));
         stages.push_back(std::move(stage));
       } else {
         return UnimplementedError("unsupported pre-tokenizer " + type);
@@ -187,7 +197,8 @@ StatusOr<std::unique_ptr<BaseTokenizer>> BuildSpmStyle(const json& root, const j
   }
   if (options.byte_fallback) {
     for (int32_t id = 0; id < vocab.size(); ++id) {
-      if (SpmStyleTokenizer::ParseBytePiece(vocab.piece(id)) >= 0) vocab.set_kind(id, TokenKind::kByte);
+      if (SpmStyleTokenizer::ParseBytePiece(vocab.piece(id)) >= 0)
+        vocab.set_kind(id, TokenKind::kByte);
     }
   }
   auto unk = model.find("unk_token");
@@ -231,19 +242,20 @@ StatusOr<HfTokenizerJson> Parse(HfJsonDocument doc) {
   Vocab vocab = std::move(doc.vocab);
   HfTokenizerJson out;
   if (IsByteLevel(root)) {
-    ASSIGN_OR_RETURN(out.tokenizer, BuildByteLevel(root, model, std::move(vocab), std::move(merges)));
+    ASSIGN_OR_RETURN(out.tokenizer,
+                     BuildByteLevel(root, model, std::move(vocab), std::move(merges)));
   } else {
-    ASSIGN_OR_RETURN(out.tokenizer, BuildSpmStyle(root, model, std::move(vocab), std::move(merges)));
+    ASSIGN_OR_RETURN(out.tokenizer,
+                     BuildSpmStyle(root, model, std::move(vocab), std::move(merges)));
   }
   auto added = root.find("added_tokens");
   if (added != root.end() && added->is_array()) {
     for (const json& t : *added) {
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
-          !t.contains("content") || !t["content"].is_string()) {
-        return DataLossError("bad added token " + t.dump().substr(0, 200));
+      const auto id = t.is_object() && t.contains("id") ? AsId(t["id"]) : std::nullopt;
+      if (!id || !t.contains("content") || !t["content"].is_string()) {
+        return DataLossError("bad entry in added_tokens");
       }
-      RETURN_IF_ERROR(out.tokenizer->AddToken(t["id"].get<int32_t>(),
-                                              t["content"].get<std::string>(),
+      RETURN_IF_ERROR(out.tokenizer->AddToken(*id, t["content"].get<std::string>(),
                                               BoolField(t, "special", false)));
     }
   }

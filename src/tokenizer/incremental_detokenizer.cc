@@ -41,7 +41,9 @@ size_t CommonPrefix(const std::string& a, const std::string& b) {
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer& tokenizer,
                                                std::span<const int32_t> prompt_ids,
                                                bool skip_special)
-    : tokenizer_(tokenizer), skip_special_(skip_special), ids_(prompt_ids.begin(), prompt_ids.end()) {
+    : tokenizer_(tokenizer),
+      skip_special_(skip_special),
+      ids_(prompt_ids.begin(), prompt_ids.end()) {
   read_offset_ = ids_.size();
   prefix_offset_ = read_offset_ > kInitialContext ? read_offset_ - kInitialContext : 0;
   MarkText(0, prefix_offset_);

@@ -23,9 +23,8 @@ StatusOr<std::unique_ptr<RegexSplitter>> RegexSplitter::Create(std::string_view 
   PCRE2_SIZE offset = 0;
   uint32_t options = PCRE2_UTF | PCRE2_UCP;
   if (literal) options |= PCRE2_LITERAL;
-  splitter->impl_->code =
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options,
-                    &error, &offset, nullptr);
+  splitter->impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()),
+                                        pattern.size(), options, &error, &offset, nullptr);
   if (splitter->impl_->code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));

@@ -23,14 +23,14 @@ namespace pagellm {
 class SpmBpeTokenizer : public SpmStyleTokenizer {
  public:
   struct Options {
-    bool add_dummy_prefix = true;         // prepend "▁" to the text
+    bool add_dummy_prefix = true;          // prepend "▁" to the text
     bool dummy_prefix_first_only = false;  // ... only where the input starts (Metaspace "first")
     bool dummy_prefix_if_missing = false;  // ... only if the text does not start with a space
-    bool escape_spaces = true;            // " " -> "▁"
-    bool split_on_metaspace = false;      // merge within "▁"-initial words (Metaspace split)
-    bool byte_fallback = true;            // unknown characters -> <0xNN> pieces (else <unk>)
-    bool fuse_unk = true;                 // consecutive unknown characters -> one <unk>
-    bool ignore_merges = false;           // a word that is a piece is taken whole
+    bool escape_spaces = true;             // " " -> "▁"
+    bool split_on_metaspace = false;       // merge within "▁"-initial words (Metaspace split)
+    bool byte_fallback = true;             // unknown characters -> <0xNN> pieces (else <unk>)
+    bool fuse_unk = true;                  // consecutive unknown characters -> one <unk>
+    bool ignore_merges = false;            // a word that is a piece is taken whole
   };
 
   // `vocab` must already mark byte pieces kByte and the unknown piece kUnknown.

@@ -33,8 +33,7 @@ class SpmStyleTokenizer : public BaseTokenizer {
   static int ParseBytePiece(std::string_view piece);
 
  protected:
-  std::string DecodeImpl(std::span<const int32_t> ids, bool skip_special,
-                         bool at_text_start) const;
+  std::string DecodeImpl(std::span<const int32_t> ids, bool skip_special, bool at_text_start) const;
 
   bool add_dummy_prefix_ = true;
 };

@@ -22,13 +22,18 @@ class Tokenizer {
   // add_special: add BOS (and EOS) as the tokenizer's config says (add_bos_token /
   //   add_eos_token; GGUF tokenizer.ggml.add_bos_token).
   // parse_special: text spelling a special/added token (e.g. "<|eot_id|>") becomes that id;
-  //   otherwise it is tokenized as plain text.
+  //   otherwise it is tokenized as plain text. Non-special added tokens (Qwen's "<think>",
+  //   GGUF user-defined tokens) are matched either way, as in Hugging Face and llama.cpp.
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
                                       bool parse_special) const = 0;
 
   // Full decode as Hugging Face does (SentencePiece: leading-space of the first piece dropped,
   // byte-fallback pieces joined into UTF-8; byte-level BPE: bytes mapped back). Invalid UTF-8
   // sequences become U+FFFD. skip_special drops control/special tokens (BOS, EOS, ...).
+  // SentencePiece details: the space dropped is that of the first piece that is not special,
+  // and only if the tokenizer adds a dummy prefix; special tokens not skipped are written as
+  // their piece ("<s>Hello"). U+FFFD replaces each maximal invalid subsequence (as Python's
+  // errors="replace" does), for every tokenizer kind.
   virtual std::string Decode(std::span<const int32_t> ids, bool skip_special) const = 0;
   // Decodes ids that continue a sequence in which some earlier token was not special. Same as
   // Decode, except that SentencePiece-style tokenizers keep the leading space of the first
@@ -44,8 +49,8 @@ class Tokenizer {
   virtual std::optional<int32_t> PieceToId(std::string_view piece) const = 0;
   virtual bool IsSpecial(int32_t id) const = 0;
 
-  int32_t bos_id() const { return bos_id_; }   // -1 if none
-  int32_t eos_id() const { return eos_id_; }   // -1 if none
+  int32_t bos_id() const { return bos_id_; }  // -1 if none
+  int32_t eos_id() const { return eos_id_; }  // -1 if none
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   // Ids that end generation by default (eos plus e.g. <|eot_id|>, <|im_end|>).

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 
 #include "base/mapped_file.h"
 #include "tokenizer/hf_tokenizer_json.h"
@@ -34,20 +35,26 @@ std::optional<std::string> TokenContent(const json& j) {
   return std::nullopt;
 }
 
-// eos_token_id / bos_token_id: an int or a list of ints.
+// eos_token_id / bos_token_id: an int or a list of ints; values that are no token id are
+// dropped.
 std::vector<int32_t> Ids(const json& j) {
   std::vector<int32_t> ids;
-  if (j.is_number_integer()) ids.push_back(j.get<int32_t>());
+  auto add = [&](const json& v) {
+    if (!v.is_number_integer()) return;
+    const int64_t id = v.get<int64_t>();
+    if (id >= 0 && id <= INT32_MAX) ids.push_back(static_cast<int32_t>(id));
+  };
   if (j.is_array()) {
-    for (const json& v : j) {
-      if (v.is_number_integer()) ids.push_back(v.get<int32_t>());
-    }
+    for (const json& v : j) add(v);
+  } else {
+    add(j);
   }
   return ids;
 }
 
 Status ApplyTokenizerConfig(const json& config, BaseTokenizer* tok) {
-  if (auto added = config.find("added_tokens_decoder"); added != config.end() && added->is_object()) {
+  if (auto added = config.find("added_tokens_decoder");
+      added != config.end() && added->is_object()) {
     for (const auto& [key, t] : added->items()) {
       int64_t id = -1;
       try {

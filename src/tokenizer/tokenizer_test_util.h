@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -22,9 +23,9 @@ inline std::string SharedPath(const std::string& rel) {
   return std::string(PAGELLM_SHARED_DIR) + "/" + rel;
 }
 
-#define SKIP_IF_MISSING(path)                                              \
-  do {                                                                     \
-    if (!::pagellm::FileExists(path)) GTEST_SKIP() << "missing " << path;  \
+#define SKIP_IF_MISSING(path)                                             \
+  do {                                                                    \
+    if (!::pagellm::FileExists(path)) GTEST_SKIP() << "missing " << path; \
   } while (0)
 
 struct VocabVectors {
@@ -35,8 +36,10 @@ struct VocabVectors {
 // llama.cpp's ggml-vocab-*.gguf.inp / .out pair (format: tokenizers/llamacpp-vocab/README.md).
 inline VocabVectors ReadVocabVectors(const std::string& stem) {
   VocabVectors v;
-  std::string inp = ReadFileToString(SharedPath("tokenizers/llamacpp-vocab/" + stem + ".inp")).value();
-  std::string out = ReadFileToString(SharedPath("tokenizers/llamacpp-vocab/" + stem + ".out")).value();
+  std::string inp =
+      ReadFileToString(SharedPath("tokenizers/llamacpp-vocab/" + stem + ".inp")).value();
+  std::string out =
+      ReadFileToString(SharedPath("tokenizers/llamacpp-vocab/" + stem + ".out")).value();
   const std::string sep = "\n__ggml_vocab_test__\n";
   size_t pos = 0;
   for (size_t hit; (hit = inp.find(sep, pos)) != std::string::npos; pos = hit + sep.size()) {
@@ -55,11 +58,51 @@ inline VocabVectors ReadVocabVectors(const std::string& stem) {
 // Random valid UTF-8 mixing ASCII words, runs of spaces, newlines and tabs, 2-, 3- and 4-byte
 // characters, emoji with ZWJ / variation selectors, and apostrophe contractions.
 inline std::string RandomUtf8(std::mt19937& rng, size_t pieces) {
-  static const char* const kFragments[] = {
-      " ", "  ", "   ", "\n", "\n\n", "\t", " \n ", "'s", "'ll", "'RE", "...", "!!", "3", "42",
-      "12345", "é", "ñ", "ß", "½", "Ω", "ж", "Привет", "中", "文字", "我想在", "ក", "ា",
-      "\xE2\x80\x8D", "\xEF\xB8\x8F", "🦙", "😀", "🚀", "\xF0\x9F\x98\xB6", "\xE2\x96\x81",
-      "<", ">", "|", "<s>", "(", ")", "-", "=", "_", "\"", "\\"};
+  static const char* const kFragments[] = {" ",
+                                           "  ",
+                                           "   ",
+                                           "\n",
+                                           "\n\n",
+                                           "\t",
+                                           " \n ",
+                                           "'s",
+                                           "'ll",
+                                           "'RE",
+                                           "...",
+                                           "!!",
+                                           "3",
+                                           "42",
+                                           "12345",
+                                           "é",
+                                           "ñ",
+                                           "ß",
+                                           "½",
+                                           "Ω",
+                                           "ж",
+                                           "Привет",
+                                           "中",
+                                           "文字",
+                                           "我想在",
+                                           "ក",
+                                           "ា",
+                                           "\xE2\x80\x8D",
+                                           "\xEF\xB8\x8F",
+                                           "🦙",
+                                           "😀",
+                                           "🚀",
+                                           "\xF0\x9F\x98\xB6",
+                                           "\xE2\x96\x81",
+                                           "<",
+                                           ">",
+                                           "|",
+                                           "<s>",
+                                           "(",
+                                           ")",
+                                           "-",
+                                           "=",
+                                           "_",
+                                           "\"",
+                                           "\\"};
   std::uniform_int_distribution<int> kind(0, 3);
   std::uniform_int_distribution<size_t> frag(0, std::size(kFragments) - 1);
   std::uniform_int_distribution<int> len(1, 8);
@@ -102,6 +145,32 @@ inline std::unique_ptr<Tokenizer> LoadGgufOrDie(const std::string& path) {
   auto tok = LoadTokenizerFromGguf(**gguf);
   EXPECT_TRUE(tok.ok()) << tok.status().ToString();
   return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+// Loads each shared tokenizer once per test binary: the 128K/152K vocabularies take a few
+// hundred milliseconds each. Null (with a failure) if loading fails.
+inline const Tokenizer* CachedDir(const std::string& rel_dir) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto it = cache.find(rel_dir);
+  if (it == cache.end()) it = cache.emplace(rel_dir, LoadDirOrDie(SharedPath(rel_dir))).first;
+  return it->second.get();
+}
+inline const Tokenizer* CachedGguf(const std::string& rel_path) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
+  auto it = cache.find(rel_path);
+  if (it == cache.end()) it = cache.emplace(rel_path, LoadGgufOrDie(SharedPath(rel_path))).first;
+  return it->second.get();
+}
+
+// Length of the common prefix of `a` and `b`, cut back to a character boundary of `b`: what
+// IncrementalDetokenizer treats as already shown when the prompt text is `a` and the full
+// text is `b`.
+inline size_t CommonPrefixAtBoundary(const std::string& a, const std::string& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  if (i == a.size()) return i;
+  while (i > 0 && i < b.size() && (static_cast<uint8_t>(b[i]) & 0xC0) == 0x80) --i;
+  return i;
 }
 
 }  // namespace pagellm::testing

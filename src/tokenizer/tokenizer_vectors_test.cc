@@ -3,6 +3,10 @@
 // in ../shared that implements that vocabulary.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include "model/test_file_writers.h"
+#include "tokenizer/regex_splitter.h"
 #include "tokenizer/tokenizer_test_util.h"
 
 namespace pagellm {
@@ -70,6 +74,78 @@ TEST(TokenizerVectors, Qwen3TokenizerJson) {
   auto tok = testing::LoadDirOrDie(dir);
   ASSERT_NE(tok, nullptr);
   ExpectVectors(*tok, "ggml-vocab-qwen2.gguf");
+}
+
+// The byte-level vocabularies of tokenizer.json written out as a vocab-only GGUF, as
+// llama.cpp's converter does ("gpt2" model, merges as "a b", special added tokens control,
+// the others user-defined, the pre-tokenizer by name). Exercises the GGUF byte-level path and
+// its built-in regexes for "llama-bpe" and "qwen2" against the same vectors.
+std::string GgufFromTokenizerJson(const std::string& path, const std::string& pre) {
+  const nlohmann::json j = nlohmann::json::parse(ReadFileToString(path).value());
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  auto set = [&](size_t id, const std::string& piece, int32_t type) {
+    if (id >= tokens.size()) {
+      tokens.resize(id + 1);
+      types.resize(id + 1, 5);
+    }
+    tokens[id] = piece;
+    types[id] = type;
+  };
+  for (const auto& [piece, id] : j["model"]["vocab"].items()) set(id.get<size_t>(), piece, 1);
+  for (const auto& t : j["added_tokens"]) {
+    set(t["id"].get<size_t>(), t["content"].get<std::string>(), t["special"].get<bool>() ? 3 : 4);
+  }
+  std::vector<std::string> merges;
+  for (const auto& m : j["model"]["merges"]) {
+    merges.push_back(m.is_string() ? m.get<std::string>()
+                                   : m[0].get<std::string>() + " " + m[1].get<std::string>());
+  }
+  testing::GgufBuilder b;
+  b.AddString("general.architecture", "llama");
+  b.AddString("tokenizer.ggml.model", "gpt2");
+  b.AddString("tokenizer.ggml.pre", pre);
+  b.AddStringArray("tokenizer.ggml.tokens", tokens);
+  testing::ByteWriter type_array;
+  type_array.Put<uint32_t>(testing::kGgufI32).Put<uint64_t>(types.size());
+  for (int32_t t : types) type_array.Put(t);
+  b.AddRaw("tokenizer.ggml.token_type", testing::kGgufArray, type_array.bytes());
+  b.AddStringArray("tokenizer.ggml.merges", merges);
+  return b.Build();
+}
+
+void ExpectGgufVectors(const std::string& json_path, const std::string& pre,
+                       const std::string& stem) {
+  const std::string bytes = GgufFromTokenizerJson(json_path, pre);
+  auto gguf = GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), pre);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  auto tok = LoadTokenizerFromGguf(**gguf);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  ExpectVectors(**tok, stem);
+}
+
+TEST(TokenizerVectors, Llama3AsGguf) {
+  const std::string path = SharedPath("tokenizers/llama3/tokenizer.json");
+  SKIP_IF_MISSING(path);
+  ExpectGgufVectors(path, "llama-bpe", "ggml-vocab-llama-bpe.gguf");
+}
+
+TEST(TokenizerVectors, Qwen3AsGguf) {
+  const std::string path = SharedPath("tokenizers/qwen3/tokenizer.json");
+  SKIP_IF_MISSING(path);
+  ExpectGgufVectors(path, "qwen2", "ggml-vocab-qwen2.gguf");
+}
+
+// The built-in patterns for GGUF pre names are the ones these tokenizer.json files carry.
+TEST(TokenizerVectors, BuiltInPatternsMatchTokenizerJson) {
+  for (const auto& [dir, pattern] : {std::pair{"tokenizers/llama3", kLlama3Pattern},
+                                     std::pair{"tokenizers/qwen3", kQwen2Pattern}}) {
+    const std::string path = SharedPath(std::string(dir) + "/tokenizer.json");
+    SKIP_IF_MISSING(path);
+    const nlohmann::json j = nlohmann::json::parse(ReadFileToString(path).value());
+    EXPECT_EQ(j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"].get<std::string>(),
+              pattern);
+  }
 }
 
 }  // namespace

@@ -16,15 +16,22 @@ int LeadLength(uint8_t b) {
 // how overlong forms, surrogates and values above U+10FFFF are excluded.
 bool SecondByteOk(uint8_t lead, uint8_t b) {
   switch (lead) {
-    case 0xE0: return b >= 0xA0 && b <= 0xBF;
-    case 0xED: return b >= 0x80 && b <= 0x9F;
-    case 0xF0: return b >= 0x90 && b <= 0xBF;
-    case 0xF4: return b >= 0x80 && b <= 0x8F;
-    default: return b >= 0x80 && b <= 0xBF;
+    case 0xE0:
+      return b >= 0xA0 && b <= 0xBF;
+    case 0xED:
+      return b >= 0x80 && b <= 0x9F;
+    case 0xF0:
+      return b >= 0x90 && b <= 0xBF;
+    case 0xF4:
+      return b >= 0x80 && b <= 0x8F;
+    default:
+      return b >= 0x80 && b <= 0xBF;
   }
 }
 
-bool IsContinuation(uint8_t b) { return (b & 0xC0) == 0x80; }
+bool IsContinuation(uint8_t b) {
+  return (b & 0xC0) == 0x80;
+}
 
 // Number of bytes at text[pos] that are a well-formed prefix of a sequence (at least 1 for
 // the lead byte itself, even if invalid), and the total length the lead byte asks for.
@@ -56,12 +63,18 @@ size_t DecodeUtf8(std::string_view text, size_t pos, uint32_t* cp) {
   if (len == 0) return 0;
   const auto* p = reinterpret_cast<const uint8_t*>(text.data() + pos);
   switch (len) {
-    case 1: *cp = p[0]; break;
-    case 2: *cp = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu); break;
-    case 3: *cp = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu); break;
+    case 1:
+      *cp = p[0];
+      break;
+    case 2:
+      *cp = ((p[0] & 0x1Fu) << 6) | (p[1] & 0x3Fu);
+      break;
+    case 3:
+      *cp = ((p[0] & 0x0Fu) << 12) | ((p[1] & 0x3Fu) << 6) | (p[2] & 0x3Fu);
+      break;
     default:
-      *cp = ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) |
-            (p[3] & 0x3Fu);
+      *cp =
+          ((p[0] & 0x07u) << 18) | ((p[1] & 0x3Fu) << 12) | ((p[2] & 0x3Fu) << 6) | (p[3] & 0x3Fu);
   }
   return len;
 }

@@ -1,0 +1,170 @@
+// MatMul benchmarks at Llama-3.2-1B shapes, for every weight type, 1 and 2 threads.
+//
+//   gemv/<type>/<rows>x<cols>/t<threads>/cold   decode, n_tokens = 1, GB/s of weights streamed.
+//       "cold" cycles through enough copies of the matrix (>= 256 MiB) that every call reads its
+//       weights from DRAM, as in a real decode step; "hot" reuses one copy (L2/L3 resident).
+//   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
+//
+// Shapes (out x in): 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down),
+// 128256x2048 (lm_head, gemv only). PAGELLM_SIMD=avx2|scalar caps the SIMD level.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+#include "kernels/quantize.h"
+
+namespace pagellm {
+namespace {
+
+constexpr int64_t kColdBytes = int64_t{256} << 20;
+
+// xorshift-based uniform values in [-scale, scale): fast enough for 262M-element matrices.
+class FastRandom {
+ public:
+  explicit FastRandom(uint64_t seed) : s_(seed * 0x9E3779B97F4A7C15ull + 1) {}
+  float Next(float scale) {
+    s_ ^= s_ << 13;
+    s_ ^= s_ >> 7;
+    s_ ^= s_ << 17;
+    return (static_cast<float>(s_ >> 40) / 16777216.0f * 2.0f - 1.0f) * scale;
+  }
+
+ private:
+  uint64_t s_;
+};
+
+// `copies` identical rows x cols matrices of `type`, back to back.
+struct WeightSet {
+  DType type;
+  int64_t rows, cols;
+  int64_t copies;
+  std::unique_ptr<uint8_t[]> bytes;
+  WeightMatrix at(int64_t i) const {
+    WeightMatrix w{type, rows, cols, nullptr};
+    w.data = bytes.get() + i * w.nbytes();
+    return w;
+  }
+};
+
+// One cached set at a time (the lm_head in F32 alone is 1 GiB).
+const WeightSet& GetWeights(DType type, int64_t rows, int64_t cols, bool cold) {
+  static std::unique_ptr<WeightSet> cached;
+  const int64_t nbytes = WeightMatrix{type, rows, cols, nullptr}.nbytes();
+  const int64_t copies = cold ? std::max<int64_t>(1, (kColdBytes + nbytes - 1) / nbytes) : 1;
+  if (cached && cached->type == type && cached->rows == rows && cached->cols == cols &&
+      cached->copies == copies) {
+    return *cached;
+  }
+  cached.reset();
+  auto set = std::make_unique<WeightSet>();
+  *set = {type, rows, cols, copies, std::make_unique<uint8_t[]>(nbytes * copies)};
+  FastRandom rng(rows * 31 + cols);
+  std::vector<float> row(cols);
+  const int64_t row_bytes = DTypeRowBytes(type, cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = rng.Next(0.05f);
+    QuantizeRow(type, row.data(), set->bytes.get() + r * row_bytes, cols);
+  }
+  for (int64_t c = 1; c < copies; ++c) {
+    std::memcpy(set->bytes.get() + c * nbytes, set->bytes.get(), nbytes);
+  }
+  cached = std::move(set);
+  return *cached;
+}
+
+ThreadPool* PoolFor(int threads) {
+  static ThreadPool pool2(2);
+  return threads == 1 ? nullptr : &pool2;
+}
+
+std::vector<float> RandomActivations(int64_t n) {
+  FastRandom rng(n);
+  std::vector<float> x(n);
+  for (float& v : x) v = rng.Next(1.0f);
+  return x;
+}
+
+void BM_Gemv(benchmark::State& state, DType type, int64_t rows, int64_t cols, int threads,
+             bool cold) {
+  const WeightSet& ws = GetWeights(type, rows, cols, cold);
+  const std::vector<float> x = RandomActivations(cols);
+  std::vector<float> y(rows);
+  ThreadPool* pool = PoolFor(threads);
+  int64_t i = 0;
+  for (auto _ : state) {
+    MatMul(ws.at(i), x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    i = i + 1 == ws.copies ? 0 : i + 1;
+  }
+  const double bytes = static_cast<double>(ws.at(0).nbytes());
+  state.counters["GB/s"] =
+      benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_Gemm(benchmark::State& state, DType type, int64_t rows, int64_t cols, int64_t n,
+             int threads) {
+  const WeightSet& ws = GetWeights(type, rows, cols, /*cold=*/false);
+  const std::vector<float> x = RandomActivations(n * cols);
+  std::vector<float> y(n * rows);
+  ThreadPool* pool = PoolFor(threads);
+  for (auto _ : state) {
+    MatMul(ws.at(0), x.data(), n, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double flops = 2.0 * static_cast<double>(rows) * cols * n;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void RegisterAll() {
+  const DType types[] = {DType::kQ4_0, DType::kQ8_0, DType::kBF16, DType::kF16, DType::kF32};
+  struct Shape {
+    int64_t rows, cols;
+    bool gemm;
+  };
+  const Shape shapes[] = {
+      {2048, 2048, true}, {8192, 2048, true}, {2048, 8192, true}, {128256, 2048, false}};
+  for (DType t : types) {
+    const std::string tn(DTypeName(t));
+    for (const Shape& s : shapes) {
+      const std::string sn = std::to_string(s.rows) + "x" + std::to_string(s.cols);
+      for (int threads : {1, 2}) {
+        const std::string th = "/t" + std::to_string(threads);
+        for (bool cold : {true, false}) {
+          if (!cold && s.rows != 2048) continue;  // hot only for the L3-sized matrices
+          benchmark::RegisterBenchmark(
+              ("gemv/" + tn + "/" + sn + th + (cold ? "/cold" : "/hot")).c_str(),
+              [=](benchmark::State& st) { BM_Gemv(st, t, s.rows, s.cols, threads, cold); })
+              ->Unit(benchmark::kMicrosecond)
+              ->UseRealTime();
+        }
+        if (!s.gemm) continue;
+        for (int64_t n : {64, 512}) {
+          benchmark::RegisterBenchmark(
+              ("gemm/" + tn + "/" + sn + "/n" + std::to_string(n) + th).c_str(),
+              [=](benchmark::State& st) { BM_Gemm(st, t, s.rows, s.cols, n, threads); })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagellm
+
+int main(int argc, char** argv) {
+  pagellm::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

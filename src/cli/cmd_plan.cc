@@ -1,0 +1,316 @@
+// `pagellm plan`: KV-cache capacity of a model on a deployment (named GPU, device memory and
+// tensor-parallel size, or this host's CPU engine), as a table or one JSON object. With the CPU
+// device the numbers come from PlanCpuKvCache, the function the engine sizes its cache with.
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "base/mapped_file.h"
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "fmt/format.h"
+#include "model/config_parser.h"
+#include "model/model_weights.h"
+#include "nlohmann/json.hpp"
+#include "planner/memory_planner.h"
+#include "planner/plan_report.h"
+#include "sched/scheduler_config.h"
+
+namespace pagellm::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanFlags {
+  std::string model;   // HF directory, .gguf file or config.json
+  std::string config;  // config.json
+  std::string gpu;     // named device; empty = CPU unless --device-memory
+  std::string device_memory;
+  int tensor_parallel_size = 1;
+  double gpu_memory_utilization = 0.9;
+  std::string kv_cache_dtype = "auto";
+  int64_t max_model_len = 0;
+  int block_size = 16;
+  std::string kv_cache_memory;
+  std::optional<int64_t> num_gpu_blocks_override;
+  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
+  std::string dtype = "auto";
+  std::string activation_memory;
+  bool json = false;
+};
+
+// What the planner needs to know about the model.
+struct ModelFacts {
+  std::string path;
+  ModelConfig config;
+  std::optional<int64_t> file_weights_bytes;  // weights as stored, when the files were read
+  int64_t num_parameters = 0;                 // from the files; 0 when not read
+  bool dtype_in_config = true;                // config.json names torch_dtype/dtype (GGUF: always)
+};
+
+bool HasSafetensors(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".safetensors") return true;
+  }
+  return false;
+}
+
+StatusOr<ModelFacts> ReadConfigOnly(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ModelFacts f;
+  f.path = path;
+  ASSIGN_OR_RETURN(f.config, ParseHfConfig(text, path));
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  f.dtype_in_config = j.is_object() && (j.contains("torch_dtype") || j.contains("dtype"));
+  return f;
+}
+
+// --config FILE, or --model DIR|FILE: weight files, when present, are opened (mapped, not read)
+// so the weights bytes are exactly those the engine will count.
+StatusOr<ModelFacts> ReadModel(const PlanFlags& flags) {
+  if (!flags.config.empty()) return ReadConfigOnly(flags.config);
+  const fs::path p(flags.model);
+  const bool is_dir = fs::is_directory(p);
+  if (!is_dir && p.extension() == ".json") return ReadConfigOnly(flags.model);
+  if (is_dir && !HasSafetensors(p)) return ReadConfigOnly((p / "config.json").string());
+  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadModel(flags.model));
+  ModelFacts f;
+  f.path = flags.model;
+  f.config = loaded->config;
+  f.file_weights_bytes = loaded->weights.total_bytes;
+  f.num_parameters = loaded->weights.num_parameters;
+  return f;
+}
+
+StatusOr<int64_t> DtypeBytes(const std::string& name) {
+  if (name == "bfloat16" || name == "float16" || name == "half") return 2;
+  if (name == "float32" || name == "float") return 4;
+  return InvalidArgumentError(
+      fmt::format("--dtype {}: expected auto, bfloat16, float16 or float32", name));
+}
+
+// Bytes per weight as the model is served on a GPU with --dtype auto: the checkpoint's dtype
+// (bf16 when config.json does not name one, as most published Llama checkpoints are).
+int64_t AutoDtypeBytes(const ModelFacts& m) {
+  if (!m.dtype_in_config) return 2;
+  return m.config.weight_dtype == DType::kF32 ? 4 : 2;
+}
+
+struct Resolved {
+  MemoryPlan plan;
+  std::string weights_source;
+  std::string activation_source;
+};
+
+StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDtype kv_dtype,
+                             std::optional<int64_t> kv_cache_memory,
+                             std::optional<int64_t> activation) {
+  if (f.tensor_parallel_size != 1) {
+    return InvalidArgumentError("--tensor-parallel-size must be 1 on the CPU backend");
+  }
+  CpuKvOptions o;
+  o.gpu_memory_utilization = f.gpu_memory_utilization;
+  o.kv_cache_memory = kv_cache_memory;
+  o.num_gpu_blocks_override = f.num_gpu_blocks_override;
+  o.block_size = f.block_size;
+  o.max_model_len = f.max_model_len;
+  o.max_num_batched_tokens = f.max_num_batched_tokens;
+  o.max_num_seqs = f.max_num_seqs;
+  o.kv_cache_dtype = kv_dtype;
+  if (activation) o.activation_bytes = *activation;
+  Resolved r;
+  int64_t weights = 0;
+  if (m.file_weights_bytes) {
+    weights = *m.file_weights_bytes;
+    r.weights_source = "files";
+  } else {
+    weights = EstimateWeights(m.config, AutoDtypeBytes(m), 1).bytes;
+    r.weights_source = "estimated from config shapes (no weight files)";
+  }
+  r.activation_source = activation ? "--activation-memory" : "CPU backend scratch formula";
+  ASSIGN_OR_RETURN(r.plan, ComputeCpuKvPlan(m.config, weights, m.num_parameters, o));
+  return r;
+}
+
+StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDtype kv_dtype,
+                             std::optional<int64_t> kv_cache_memory,
+                             std::optional<int64_t> activation) {
+  PlanInput in;
+  in.model = m.config;
+  in.tensor_parallel_size = f.tensor_parallel_size;
+  if (!f.gpu.empty()) {
+    ASSIGN_OR_RETURN(DeviceSpec d, FindDevice(f.gpu));
+    in.device_name = std::string(d.name);
+    in.device_memory_bytes = d.memory_bytes;
+  } else {
+    ASSIGN_OR_RETURN(in.device_memory_bytes, ParseByteSize(f.device_memory));
+    in.device_name = "custom device";
+  }
+  RETURN_IF_ERROR(ValidateTensorParallel(m.config, in.tensor_parallel_size));
+  in.gpu_memory_utilization = f.gpu_memory_utilization;
+  const bool explicit_dtype = f.dtype != "auto";
+  int64_t dtype_bytes = AutoDtypeBytes(m);
+  if (explicit_dtype) {
+    ASSIGN_OR_RETURN(dtype_bytes, DtypeBytes(f.dtype));
+  }
+  Resolved r;
+  const WeightsFootprint shaped = EstimateWeights(m.config, dtype_bytes, in.tensor_parallel_size);
+  if (explicit_dtype || !m.file_weights_bytes) {
+    in.weights = shaped;
+    r.weights_source =
+        fmt::format("estimated from config shapes at {} bytes per parameter", dtype_bytes);
+  } else if (*m.file_weights_bytes == shaped.bytes) {
+    // Uniform 16/32-bit checkpoint: the shape count is exact, and so is its per-rank split.
+    in.weights = shaped;
+    r.weights_source = "files (split by shapes)";
+  } else {
+    in.weights = WeightsFromTotal(*m.file_weights_bytes, m.num_parameters, in.tensor_parallel_size);
+    r.weights_source = "files (split evenly)";
+  }
+  if (activation) {
+    in.activation_bytes = *activation;
+    r.activation_source = "--activation-memory";
+  } else {
+    in.activation_bytes = EstimateGpuActivationBytes(
+        m.config, f.max_num_batched_tokens, f.max_num_seqs, in.tensor_parallel_size, dtype_bytes);
+    r.activation_source = "GPU estimate";
+  }
+  ASSIGN_OR_RETURN(in.kv_format,
+                   ResolveKvElementFormat(kv_dtype, 8 * static_cast<int>(dtype_bytes)));
+  in.block_size = f.block_size;
+  in.max_model_len = f.max_model_len > 0 ? f.max_model_len : m.config.max_position_embeddings;
+  in.kv_cache_memory_bytes = kv_cache_memory;
+  in.num_gpu_blocks_override = f.num_gpu_blocks_override;
+  ASSIGN_OR_RETURN(r.plan, ComputeMemoryPlan(in));
+  return r;
+}
+
+// vLLM spells the tensor-parallel alias "-tp", which CLI11 cannot declare (short names are one
+// character); it reaches us among the unparsed arguments.
+Status TakeTpAlias(const std::vector<std::string>& extras, int* tp) {
+  for (size_t i = 0; i < extras.size(); ++i) {
+    if (extras[i] == "-tp" && i + 1 < extras.size()) {
+      try {
+        size_t used = 0;
+        *tp = std::stoi(extras[i + 1], &used);
+        if (used != extras[i + 1].size()) throw std::invalid_argument("trailing");
+      } catch (const std::exception&) {
+        return InvalidArgumentError(fmt::format("-tp {}: not an integer", extras[i + 1]));
+      }
+      ++i;
+      continue;
+    }
+    return InvalidArgumentError(fmt::format("unexpected argument '{}'", extras[i]));
+  }
+  return Status::Ok();
+}
+
+int RunPlan(const PlanFlags& flags_in, const std::vector<std::string>& extras) {
+  PlanFlags f = flags_in;
+  if (Status st = TakeTpAlias(extras, &f.tensor_parallel_size); !st.ok()) return Fail(st.message());
+  if (f.model.empty() == f.config.empty()) return Fail("give exactly one of --model or --config");
+  StatusOr<KvCacheDtype> kv_dtype = ParseKvCacheDtype(f.kv_cache_dtype);
+  if (!kv_dtype.ok()) return Fail(kv_dtype.status().message());
+  std::optional<int64_t> kv_cache_memory, activation;
+  if (!f.kv_cache_memory.empty()) {
+    StatusOr<int64_t> b = ParseByteSize(f.kv_cache_memory);
+    if (!b.ok()) return Fail("--kv-cache-memory: " + b.status().message());
+    kv_cache_memory = *b;
+  }
+  if (!f.activation_memory.empty()) {
+    StatusOr<int64_t> b = ParseByteSize(f.activation_memory);
+    if (!b.ok()) return Fail("--activation-memory: " + b.status().message());
+    activation = *b;
+  }
+  StatusOr<ModelFacts> model = ReadModel(f);
+  if (!model.ok()) return Fail(model.status().message());
+
+  bool on_cpu = f.device_memory.empty() && f.gpu.empty();
+  if (!f.gpu.empty()) {
+    StatusOr<DeviceSpec> d = FindDevice(f.gpu);
+    if (!d.ok()) return Fail(d.status().message());
+    on_cpu = d->is_host;
+  }
+  StatusOr<Resolved> r = on_cpu ? PlanOnCpu(f, *model, *kv_dtype, kv_cache_memory, activation)
+                                : PlanOnGpu(f, *model, *kv_dtype, kv_cache_memory, activation);
+  if (!r.ok()) return Fail(r.status().message());
+  const MemoryPlan& plan = r->plan;
+  const Status fits = CheckPlanFits(plan);
+
+  if (f.json) {
+    nlohmann::json j = {
+        {"model", model->path},
+        {"architecture", model->config.hf_architecture},
+        {"weights_source", r->weights_source},
+        {"activation_source", r->activation_source},
+        {"max_num_batched_tokens", f.max_num_batched_tokens},
+        {"max_num_seqs", f.max_num_seqs},
+    };
+    j.update(PlanToJson(plan));
+    if (!fits.ok()) j["error"] = fits.message();
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("model: {} ({})\n", model->path, model->config.hf_architecture);
+    fmt::print("weights source: {}\n", r->weights_source);
+    fmt::print("activation source: {} (max_num_batched_tokens {}, max_num_seqs {})\n\n",
+               r->activation_source, f.max_num_batched_tokens, f.max_num_seqs);
+    fmt::print("{}", PlanTable(plan));
+  }
+  // The report goes first: the refusal below explains it.
+  std::fflush(stdout);
+  if (!fits.ok()) return Fail(fits.message());
+  return 0;
+}
+
+}  // namespace
+
+CommandFn RegisterPlan(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  auto* model = app.add_option("--model", f->model,
+                               "HF model directory (config.json, weights optional), .gguf file "
+                               "or config.json");
+  auto* config = app.add_option("--config", f->config, "HF config.json (no weights needed)");
+  model->excludes(config);
+  auto* gpu = app.add_option("--gpu", f->gpu,
+                             "Named device: A100-40GB, A100-80GB, H100-80GB, H200, L4, L40S, "
+                             "A10G, RTX4090, CPU (default: CPU = this host's engine)");
+  auto* mem = app.add_option("--device-memory", f->device_memory,
+                             "Memory per device, bytes or with a unit (80GiB, 81050MiB)");
+  gpu->excludes(mem);
+  app.add_option("--tensor-parallel-size", f->tensor_parallel_size,
+                 "Devices the model is split across (alias -tp)")
+      ->capture_default_str();
+  app.add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
+                 "Fraction of device memory for weights, activations and KV cache")
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", f->kv_cache_dtype,
+                 "auto, float32, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8, int4")
+      ->capture_default_str();
+  app.add_option("--max-model-len", f->max_model_len,
+                 "Tokens of one request (default: the model's max_position_embeddings)");
+  app.add_option("--block-size", f->block_size, "Tokens per KV block (1..256)")
+      ->capture_default_str();
+  app.add_option("--kv-cache-memory", f->kv_cache_memory,
+                 "KV cache bytes per device (e.g. 20GiB); overrides --gpu-memory-utilization");
+  app.add_option("--num-gpu-blocks-override", f->num_gpu_blocks_override,
+                 "Exact number of usable KV blocks");
+  app.add_option("--max-num-batched-tokens", f->max_num_batched_tokens,
+                 "Token budget of one step (sizes the activation peak)")
+      ->capture_default_str();
+  app.add_option("--max-num-seqs", f->max_num_seqs, "Most requests running at once")
+      ->capture_default_str();
+  app.add_option("--dtype", f->dtype,
+                 "GPU weight/activation dtype: auto (the checkpoint's), bfloat16, float16, "
+                 "float32")
+      ->capture_default_str();
+  app.add_option("--activation-memory", f->activation_memory,
+                 "Measured activation peak per device, replacing the estimate");
+  app.add_flag("--json", f->json, "Print one JSON object");
+  app.allow_extras();  // for -tp N
+  CLI::App* self = &app;
+  return [f, self]() { return RunPlan(*f, self->remaining()); };
+}
+
+}  // namespace pagellm::cli

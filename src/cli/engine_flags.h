@@ -1,0 +1,35 @@
+// The engine flags shared by `generate`, `serve` and `bench`, spelled as vLLM spells them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "engine/engine_config.h"
+#include "pagellm/status.h"
+
+namespace pagellm::cli {
+
+struct EngineFlags {
+  EngineConfig config;
+  std::string scheduling_policy = "fcfs";
+  std::string preemption_mode = "recompute";
+  std::string kv_cache_memory;  // bytes, or with a unit suffix (e.g. 2GiB)
+
+  // Resolves the string-valued flags into `config`.
+  Status Finalize();
+};
+
+// Adds --model (unless skip_model), --threads, --max-model-len, --block-size,
+// --gpu-memory-utilization, --kv-cache-memory, --num-gpu-blocks-override, --swap-space,
+// --max-num-seqs, --max-num-batched-tokens, --enable-chunked-prefill/--no-enable-chunked-prefill,
+// --long-prefill-token-threshold, --scheduling-policy, --preemption-mode,
+// --enable-prefix-caching/--no-enable-prefix-caching, and the engine seed as `seed_flag`
+// (`--seed` for serve; `generate` uses --seed for the request and --engine-seed here).
+void AddEngineFlags(CLI::App& app, EngineFlags& flags, bool model_required = true,
+                    const std::string& seed_flag = "--seed");
+
+// "123", "4096KiB", "2GiB", "1.5GB" -> bytes.
+StatusOr<int64_t> ParseByteSize(const std::string& text);
+
+}  // namespace pagellm::cli

@@ -1,0 +1,231 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "engine/kv_cache_sizing.h"
+#include "engine/model_session.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace pagellm {
+
+StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
+  std::unique_ptr<EngineCore> e(new EngineCore());
+  e->config_ = config;
+  ASSIGN_OR_RETURN(e->model_, LoadModel(config.model));
+  ASSIGN_OR_RETURN(e->tokenizer_, LoadTokenizerForModel(*e->model_));
+  const ModelConfig& mc = e->model_->config;
+  EngineConfig& c = e->config_;
+  if (c.max_model_len <= 0) c.max_model_len = mc.max_position_embeddings;
+  if (c.block_size < 1 || c.block_size > 256)
+    return InvalidArgumentError(fmt::format("--block-size must be in [1, 256], got {}", c.block_size));
+  c.scheduler.max_model_len = c.max_model_len;
+  RETURN_IF_ERROR(c.scheduler.Validate());
+
+  ASSIGN_OR_RETURN(e->kv_report_, SizeKvCache(*e->model_, c));
+  const KvCacheReport& r = e->kv_report_;
+
+  KvCacheShape shape;
+  shape.num_layers = mc.num_layers;
+  shape.num_kv_heads = mc.num_kv_heads;
+  shape.head_dim = mc.head_dim;
+  shape.block_size = c.block_size;
+  shape.num_blocks = r.num_blocks + 1;  // + the null block 0
+  ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::Create(shape));
+  if (r.num_swap_blocks >= 2) {
+    KvCacheShape swap = shape;
+    swap.num_blocks = r.num_swap_blocks;  // the secondary pool has no null block
+    ASSIGN_OR_RETURN(e->swap_kv_, KvCacheStorage::Create(swap));
+  }
+  e->pool_ = std::make_unique<ThreadPool>(c.threads);
+  e->samplers_.resize(e->pool_->num_threads());
+  e->backend_ = std::make_unique<CpuBackend>(*e->model_, &e->kv_, e->pool_.get(), c.max_model_len);
+  // The key space keeps prefix-cache entries of different models / cache layouts apart.
+  KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
+                            c.max_model_len, r.num_swap_blocks,
+                            "float32");
+  e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
+  e->seeds_ = SeedSource(c.seed);
+
+  e->eos_id_ = e->tokenizer_->eos_id();
+  e->eos_ids_ = e->tokenizer_->stop_ids();
+  for (int32_t id : mc.eos_token_ids)
+    if (std::find(e->eos_ids_.begin(), e->eos_ids_.end(), id) == e->eos_ids_.end())
+      e->eos_ids_.push_back(id);
+  if (e->eos_id_ >= 0 &&
+      std::find(e->eos_ids_.begin(), e->eos_ids_.end(), e->eos_id_) == e->eos_ids_.end())
+    e->eos_ids_.push_back(e->eos_id_);
+  return e;
+}
+
+Status EngineCore::ValidateRequest(const EngineRequest& r) const {
+  const ModelConfig& mc = model_->config;
+  RETURN_IF_ERROR(r.params.Validate(mc.vocab_size));
+  if (r.params.n != 1) return InvalidArgumentError("the engine core takes n = 1 requests");
+  const int32_t len = static_cast<int32_t>(r.prompt_token_ids.size());
+  if (len == 0) return InvalidArgumentError("prompt is empty");
+  if (len >= max_model_len()) {
+    return InvalidArgumentError(fmt::format(
+        "This model's maximum context length is {} tokens. However, your request has {} input "
+        "tokens ({} over the limit; at least one token must be left for the output).",
+        max_model_len(), len, len - max_model_len() + 1));
+  }
+  for (int32_t id : r.prompt_token_ids)
+    if (id < 0 || id >= mc.vocab_size)
+      return InvalidArgumentError(fmt::format("token id {} is out of vocabulary", id));
+  return Status::Ok();
+}
+
+Status EngineCore::AddRequest(EngineRequest r) {
+  RETURN_IF_ERROR(ValidateRequest(r));
+  if (states_.contains(r.request_id))
+    return InvalidArgumentError(fmt::format("duplicate request id '{}'", r.request_id));
+  const int32_t prompt_len = static_cast<int32_t>(r.prompt_token_ids.size());
+  const int limit = StopChecker::OutputLimit(r.params, prompt_len, max_model_len());
+  Request req(r.request_id, r.prompt_token_ids, limit);
+  req.priority = r.priority;
+  req.cache_salt = r.cache_salt;
+  req.skip_prefix_cache = r.params.prompt_logprobs.has_value();
+  auto state = std::unique_ptr<RequestState>(new RequestState{
+      r.params, SamplerState(r.params.seed, seeds_), std::nullopt,
+      StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len});
+  state->detok.emplace(*tokenizer_, r.prompt_token_ids, r.params.skip_special_tokens);
+  RETURN_IF_ERROR(scheduler_->AddRequest(std::move(req)));
+  states_.emplace(r.request_id, std::move(state));
+  return Status::Ok();
+}
+
+void EngineCore::Abort(const std::string& request_id) {
+  if (states_.contains(request_id)) pending_aborts_.push_back(request_id);
+}
+
+bool EngineCore::HasUnfinishedRequests() const {
+  return scheduler_->has_unfinished_requests() || !pending_aborts_.empty();
+}
+
+void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logits,
+                               Sampler& sampler, EngineOutput& out, SampledTokens& sampled) {
+  RequestState& st = *states_.at(sched.request_id);
+  const Request* req = scheduler_->GetRequest(sched.request_id);
+  SamplingInput in{st.params, req->prompt_token_ids(), req->output_token_ids(), eos_ids_};
+  SampleResult s = sampler.Sample(std::span<const float>(logits, model_->config.vocab_size), in,
+                                  st.rng);
+  out.request_id = sched.request_id;
+  out.new_token_ids = {s.token};
+  if (st.params.logprobs.has_value()) {
+    TokenLogprobEntry e;
+    e.token_id = s.token;
+    e.logprob = s.logprob.value_or(0.0f);
+    for (const TokenLogprob& t : s.top_logprobs) e.top.emplace_back(t.id, t.logprob);
+    out.new_logprobs.push_back(std::move(e));
+  }
+  const std::string piece = st.detok->Push(s.token);
+  out.new_text = st.stop.Append(s.token, piece);
+  sampled.token_ids = {s.token};
+  sampled.stop = st.stop.finished();
+}
+
+StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
+  std::vector<EngineOutput> outputs;
+  // Aborts first: their blocks are free for this step's schedule.
+  if (!pending_aborts_.empty()) {
+    for (const std::string& id : pending_aborts_) {
+      auto it = states_.find(id);
+      if (it == states_.end()) continue;
+      scheduler_->Abort(id);
+      EngineOutput o;
+      o.request_id = id;
+      o.finished = true;
+      o.finish_reason = "abort";
+      o.num_prompt_tokens = it->second->num_prompt_tokens;
+      outputs.push_back(std::move(o));
+      states_.erase(it);
+    }
+    pending_aborts_.clear();
+  }
+  SchedulerOutput sched = scheduler_->Schedule();
+  if (!sched.has_work()) {
+    scheduler_->UpdateFromOutput(sched, {});
+    return outputs;
+  }
+  ++num_steps_;
+  for (const BlockCopy& c : sched.swap_out) swap_kv_.CopyBlockFrom(kv_, c.src, c.dst);
+  for (const BlockCopy& c : sched.swap_in) kv_.CopyBlockFrom(swap_kv_, c.src, c.dst);
+
+  batch_.token_ids.clear();
+  batch_.seqs.clear();
+  for (const ScheduledRequest& r : sched.scheduled) {
+    batch_.token_ids.insert(batch_.token_ids.end(), r.token_ids.begin(), r.token_ids.end());
+    batch_.seqs.push_back(
+        {r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, /*all_logits=*/false});
+  }
+  RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
+
+  // Sample the requests that reached the end of their known tokens, in parallel (each has
+  // its own RNG and state; one Sampler's scratch per thread).
+  std::vector<int32_t> sampling;
+  for (size_t i = 0; i < sched.scheduled.size(); ++i)
+    if (sched.scheduled[i].samples) sampling.push_back(static_cast<int32_t>(i));
+  std::vector<EngineOutput> step_out(sampling.size());
+  std::vector<SampledTokens> sampled(sampling.size());
+  pool_->Run(static_cast<int64_t>(sampling.size()), [&](int64_t k, int thread) {
+    const int32_t i = sampling[k];
+    SampleRequest(sched.scheduled[i], forward_out_.row(forward_out_.row_offset[i]),
+                  samplers_[thread], step_out[k], sampled[k]);
+  });
+  SampledTokensMap sampled_map;
+  for (size_t k = 0; k < sampling.size(); ++k)
+    sampled_map.emplace(step_out[k].request_id, std::move(sampled[k]));
+
+  std::vector<RequestUpdate> updates = scheduler_->UpdateFromOutput(sched, sampled_map);
+  std::unordered_map<std::string, size_t> index;
+  for (size_t k = 0; k < step_out.size(); ++k) index.emplace(step_out[k].request_id, k);
+  for (const RequestUpdate& u : updates) {
+    auto it = index.find(u.request_id);
+    if (it == index.end()) continue;
+    EngineOutput& o = step_out[it->second];
+    RequestState& st = *states_.at(u.request_id);
+    o.num_prompt_tokens = st.num_prompt_tokens;
+    o.num_cached_tokens = u.num_cached_tokens;
+    o.num_preemptions = u.num_preemptions;
+    if (u.finished()) {
+      o.finished = true;
+      // The stop checker knows why (stop string vs token vs length); the scheduler only caps.
+      if (st.stop.finished()) {
+        o.finish_reason = FinishReasonName(*st.stop.finish_reason());
+        if (const auto* id = std::get_if<int32_t>(&st.stop.stop_reason())) {
+          o.stop_reason = std::to_string(*id);
+        } else if (const auto* s = std::get_if<std::string>(&st.stop.stop_reason())) {
+          o.stop_reason = *s;
+        }
+      } else {
+        o.finish_reason = std::string(FinishReasonName(u.status));
+      }
+      // Release whatever text was held back for a possible stop string.
+      const std::string& text = st.stop.text();
+      o.new_text += text.substr(text.size() - st.stop.held_back());
+      states_.erase(u.request_id);
+    }
+  }
+  for (EngineOutput& o : step_out) outputs.push_back(std::move(o));
+  return outputs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s;
+  s.num_running = scheduler_->num_running();
+  s.num_waiting = scheduler_->num_waiting();
+  s.num_swapped = scheduler_->num_swapped();
+  s.num_preemptions = scheduler_->num_preemptions();
+  const KvCacheManager& kv = scheduler_->kv_cache_manager();
+  s.kv_usage = kv.Usage();
+  s.swap_usage = kv.swap_enabled() ? kv.secondary_pool().Usage() : 0.0;
+  s.prefix_cache_queries = kv.prefix_cache_stats().queries;
+  s.prefix_cache_hits = kv.prefix_cache_stats().hits;
+  s.num_steps = num_steps_;
+  s.num_free_blocks = kv.num_free_blocks();
+  s.num_usable_blocks = kv.block_pool().num_usable_blocks();
+  return s;
+}
+
+}  // namespace pagellm

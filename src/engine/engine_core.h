@@ -1,0 +1,141 @@
+// The engine core: owns every piece of mutable serving state (scheduler, KV cache, per-request
+// sampling / detokenization / stop state) and advances it one step at a time:
+//   Schedule -> swap copies -> Forward (one ragged batch) -> sample -> UpdateFromOutput.
+// It is single-threaded by design; AsyncEngine runs it on its loop thread and LLM runs it in
+// the caller's thread.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu_backend.h"
+#include "base/thread_pool.h"
+#include "engine/engine_config.h"
+#include "kv/kv_cache_storage.h"
+#include "model/model_weights.h"
+#include "pagellm/outputs.h"
+#include "pagellm/sampling_params.h"
+#include "sample/sampler.h"
+#include "sample/sampler_state.h"
+#include "sample/stop_checker.h"
+#include "sched/scheduler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagellm {
+
+struct EngineRequest {
+  std::string request_id;
+  std::vector<int32_t> prompt_token_ids;
+  SamplingParams params;
+  int priority = 0;
+  std::optional<std::string> cache_salt;
+};
+
+// What one step produced for one request.
+struct EngineOutput {
+  std::string request_id;
+  std::vector<int32_t> new_token_ids;
+  std::string new_text;  // text that became final this step (UTF-8 safe, stop strings cut)
+  std::vector<TokenLogprobEntry> new_logprobs;
+  bool finished = false;
+  std::string finish_reason;  // "stop" | "length" | "abort" when finished
+  std::string stop_reason;    // matched stop string or stop token id
+  int32_t num_prompt_tokens = 0;
+  int32_t num_cached_tokens = 0;
+  int32_t num_preemptions = 0;
+  // Set when the request could not be admitted (the engine finished it with "abort").
+  std::string error;
+};
+
+// How the KV cache was sized at start-up (logged, and checked against `pagellm plan`).
+struct KvCacheReport {
+  int64_t weights_bytes = 0;
+  int64_t activation_bytes = 0;
+  int64_t kv_bytes_per_token = 0;
+  int32_t num_blocks = 0;       // usable blocks (excluding the null block)
+  int64_t num_tokens = 0;       // num_blocks * block_size
+  double max_concurrency = 0;   // num_tokens / max_model_len
+  int32_t num_swap_blocks = 0;  // secondary pool
+  int32_t max_model_len = 0;
+};
+
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int32_t num_swapped = 0;
+  int64_t num_preemptions = 0;
+  double kv_usage = 0;       // 1 - free / total, as vLLM
+  double swap_usage = 0;
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  int64_t num_steps = 0;
+  int32_t num_free_blocks = 0;
+  int32_t num_usable_blocks = 0;
+};
+
+class EngineCore {
+ public:
+  // Loads the model and tokenizer, sizes and allocates the KV cache (refusing an impossible
+  // max_model_len with the numbers), and builds the scheduler.
+  static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineConfig& config);
+
+  // Checks a request without touching engine state (safe from any thread): sampling params,
+  // prompt length against max_model_len, token ids against the vocabulary.
+  Status ValidateRequest(const EngineRequest& request) const;
+  Status AddRequest(EngineRequest request);
+  // Aborts a request; its final output (finish_reason "abort") comes from the next Step().
+  void Abort(const std::string& request_id);
+  bool HasUnfinishedRequests() const;
+  // Runs one step and returns what it produced.
+  StatusOr<std::vector<EngineOutput>> Step();
+
+  EngineStats stats() const;
+  const KvCacheReport& kv_report() const { return kv_report_; }
+  const ModelConfig& model_config() const { return model_->config; }
+  const LoadedModel& model() const { return *model_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const EngineConfig& config() const { return config_; }
+  int32_t max_model_len() const { return config_.scheduler.max_model_len; }
+  bool ResetPrefixCache() { return scheduler_->ResetPrefixCache(); }
+  // For tests: poison the whole KV cache with NaN (unused slots must never be read).
+  void PoisonKvCache() { kv_.PoisonWithNaN(); }
+
+ private:
+  struct RequestState {
+    SamplingParams params;
+    SamplerState rng;
+    std::optional<IncrementalDetokenizer> detok;
+    StopChecker stop;
+    int32_t num_prompt_tokens;
+  };
+
+  EngineCore() = default;
+  // Samples one token for a scheduled request and runs its stop check.
+  void SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
+                     EngineOutput& out, SampledTokens& sampled);
+
+  EngineConfig config_;
+  std::unique_ptr<LoadedModel> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<ThreadPool> pool_;
+  KvCacheStorage kv_;
+  KvCacheStorage swap_kv_;  // secondary pool (empty when swapping is off)
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<Sampler> samplers_;  // one per pool thread
+  SeedSource seeds_{0};
+  std::vector<int32_t> eos_ids_;
+  int32_t eos_id_ = -1;
+  std::unordered_map<std::string, std::unique_ptr<RequestState>> states_;
+  std::vector<std::string> pending_aborts_;
+  KvCacheReport kv_report_;
+  int64_t num_steps_ = 0;
+  // Reused across steps.
+  ForwardBatch batch_;
+  ForwardOutput forward_out_;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,177 @@
+#include "kernels/quantize.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "base/half.h"
+#include "kernels/kernels_test_util.h"
+
+namespace pagellm {
+namespace {
+
+using testing_util::RandomVector;
+
+TEST(QuantizeTest, Q8_0KnownValuesAndRounding) {
+  // amax = 127 -> d = 1: q = roundf(x), halves away from zero.
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 1.5f;
+  x[2] = -2.5f;
+  x[3] = 0.49999997f;
+  x[4] = -126.6f;
+  BlockQ8_0 b;
+  QuantizeRowQ8_0(x.data(), &b, 32);
+  EXPECT_EQ(F16ToF32(b.d), 1.0f);
+  EXPECT_EQ(b.qs[0], 127);
+  EXPECT_EQ(b.qs[1], 2);
+  EXPECT_EQ(b.qs[2], -3);
+  EXPECT_EQ(b.qs[3], 0);
+  EXPECT_EQ(b.qs[4], -127);
+  EXPECT_EQ(b.qs[5], 0);
+  // An all-zero block has d = 0 and q = 0 (no NaN from 0 * inf).
+  std::vector<float> z(32, 0.0f);
+  QuantizeRowQ8_0(z.data(), &b, 32);
+  EXPECT_EQ(b.d, 0);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(b.qs[i], 0);
+}
+
+TEST(QuantizeTest, Q4_0KnownValues) {
+  // The largest |x| is -16 -> d = -16 / -8 = 2, id = 0.5; q = min(15, (int8)(x * 0.5 + 8.5)).
+  std::vector<float> x(32, 0.0f);
+  x[0] = -16.0f;  // -> 0
+  x[1] = 16.0f;   // 16.5 -> 16 -> clamped to 15
+  x[2] = 1.0f;    // 9.0 -> 9
+  x[16] = -3.0f;  // 7.0 -> 7
+  x[31] = 2.9f;   // 9.95 -> 9
+  BlockQ4_0 b;
+  QuantizeRowQ4_0(x.data(), &b, 32);
+  EXPECT_EQ(F16ToF32(b.d), 2.0f);
+  EXPECT_EQ(b.qs[0] & 15, 0);
+  EXPECT_EQ(b.qs[1] & 15, 15);
+  EXPECT_EQ(b.qs[2] & 15, 9);
+  EXPECT_EQ(b.qs[3] & 15, 8);  // zero -> 8
+  EXPECT_EQ(b.qs[0] >> 4, 7);
+  EXPECT_EQ(b.qs[15] >> 4, 9);
+  // Ties on |x|: the first element wins, so its sign sets d's sign.
+  std::vector<float> y(32, 0.0f);
+  y[3] = 8.0f;
+  y[7] = -8.0f;
+  QuantizeRowQ4_0(y.data(), &b, 32);
+  EXPECT_EQ(F16ToF32(b.d), -1.0f);
+}
+
+// Round trip through every storage type within each format's resolution.
+TEST(QuantizeTest, RoundTripErrorBounds) {
+  std::mt19937 rng(21);
+  const int64_t n = 4096;
+  const std::vector<float> x = RandomVector(rng, n, 3.0f);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0}) {
+    std::vector<uint8_t> bytes(DTypeRowBytes(t, n));
+    QuantizeRow(t, x.data(), bytes.data(), n);
+    std::vector<float> back(n);
+    DequantizeRow(t, bytes.data(), back.data(), n);
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float amax = 0.0f;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+      for (int i = 0; i < 32; ++i) {
+        const int64_t k = 32 * b + i;
+        double tol = 0.0;
+        switch (t) {
+          case DType::kF32:
+            tol = 0.0;
+            break;
+          case DType::kF16:
+            tol = std::fabs(x[k]) * 0x1p-11;
+            break;
+          case DType::kBF16:
+            tol = std::fabs(x[k]) * 0x1p-8;
+            break;
+          // Half a step, plus the fp16 rounding of d (2^-11 relative) over up to 127 / 8 steps.
+          case DType::kQ8_0:
+            tol = amax / 127.0 * 0.5 + amax * 0x1p-11;
+            break;
+          // Q4_0 maps the extreme value to -8 steps; values near the opposite extreme clamp to
+          // +7 steps, so the bound is one whole step there.
+          case DType::kQ4_0:
+            tol = amax / 8.0 + amax * 0x1p-10;
+            break;
+          default:
+            break;
+        }
+        ASSERT_LE(std::fabs(back[k] - x[k]), tol) << DTypeName(t) << " at " << k;
+      }
+    }
+  }
+}
+
+TEST(QuantizeTest, DequantizeDecodesLayout) {
+  BlockQ4_0 q4;
+  q4.d = F32ToF16(0.5f);
+  for (int i = 0; i < 16; ++i) q4.qs[i] = static_cast<uint8_t>(i | ((15 - i) << 4));
+  float out[32];
+  DequantizeRow(DType::kQ4_0, reinterpret_cast<const uint8_t*>(&q4), out, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(out[i], 0.5f * (i - 8));
+    EXPECT_EQ(out[i + 16], 0.5f * (7 - i));
+  }
+  BlockQ8_0 q8;
+  q8.d = F32ToF16(0.25f);
+  for (int i = 0; i < 32; ++i) q8.qs[i] = static_cast<int8_t>(i * 8 - 128);
+  DequantizeRow(DType::kQ8_0, reinterpret_cast<const uint8_t*>(&q8), out, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(out[i], 0.25f * (i * 8 - 128));
+}
+
+TEST(QuantizeTest, HalfConversionsRoundToNearestEven) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> x = {1.0f,
+                                -2.5f,
+                                65504.0f,
+                                1e6f,
+                                -1e6f,
+                                nan,
+                                0.0f,
+                                -0.0f,
+                                1.0f + 0x1p-11f,      // f16 tie -> even (1.0)
+                                1.0f + 3 * 0x1p-11f,  // f16 tie -> even (1 + 2^-9)
+                                1.0f + 0x1p-8f,       // bf16 tie -> even (1.0)
+                                5.96e-8f};            // smallest f16 subnormal
+  std::vector<uint16_t> h(x.size()), b(x.size());
+  ConvertF32ToF16(x.data(), h.data(), static_cast<int64_t>(x.size()));
+  ConvertF32ToBf16(x.data(), b.data(), static_cast<int64_t>(x.size()));
+  std::vector<float> hf(x.size()), bf(x.size());
+  ConvertF16ToF32(h.data(), hf.data(), static_cast<int64_t>(x.size()));
+  ConvertBf16ToF32(b.data(), bf.data(), static_cast<int64_t>(x.size()));
+  EXPECT_EQ(hf[0], 1.0f);
+  EXPECT_EQ(hf[1], -2.5f);
+  EXPECT_EQ(hf[2], 65504.0f);
+  EXPECT_EQ(hf[3], inf);
+  EXPECT_EQ(hf[4], -inf);
+  EXPECT_TRUE(std::isnan(hf[5]));
+  EXPECT_TRUE(std::isnan(bf[5]));
+  EXPECT_EQ(hf[6], 0.0f);
+  EXPECT_TRUE(std::signbit(hf[7]));
+  EXPECT_EQ(hf[8], 1.0f);
+  EXPECT_EQ(hf[9], 1.0f + 0x1p-9f);
+  EXPECT_EQ(bf[10], 1.0f);
+  EXPECT_EQ(hf[11], 0x1p-24f);
+  EXPECT_EQ(bf[0], 1.0f);
+  EXPECT_EQ(bf[1], -2.5f);
+}
+
+TEST(QuantizeTest, F32RowIsACopy) {
+  std::mt19937 rng(22);
+  const std::vector<float> x = RandomVector(rng, 37);
+  std::vector<uint8_t> bytes(37 * 4);
+  QuantizeRow(DType::kF32, x.data(), bytes.data(), 37);
+  std::vector<float> back(37);
+  DequantizeRow(DType::kF32, bytes.data(), back.data(), 37);
+  EXPECT_EQ(0, std::memcmp(back.data(), x.data(), 37 * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace pagellm

@@ -1,0 +1,78 @@
+#include "planner/cpu_plan.h"
+
+#include <fmt/format.h>
+
+#include "backend/cpu_backend.h"
+#include "planner/host_memory.h"
+
+namespace pagellm {
+
+int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_tokens,
+                           int64_t max_num_seqs) {
+  return CpuBackend::ActivationBytes(config, max_num_batched_tokens, max_num_seqs);
+}
+
+StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights_bytes,
+                                      int64_t num_parameters, const CpuKvOptions& o) {
+  if (o.max_num_batched_tokens < 1) {
+    return InvalidArgumentError(
+        fmt::format("--max-num-batched-tokens {} must be >= 1", o.max_num_batched_tokens));
+  }
+  if (o.max_num_seqs < 1) {
+    return InvalidArgumentError(fmt::format("--max-num-seqs {} must be >= 1", o.max_num_seqs));
+  }
+  ASSIGN_OR_RETURN(KvElementFormat format,
+                   ResolveKvElementFormat(o.kv_cache_dtype, 8 * o.kv_dtype_bytes));
+  if (format.bits_per_element != 8 * o.kv_dtype_bytes ||
+      format.scale_bytes_per_head_per_token != 0) {
+    return UnimplementedError(fmt::format(
+        "--kv-cache-dtype {}: the CPU backend's KV cache stores {}-byte elements only (use auto)",
+        KvCacheDtypeName(o.kv_cache_dtype), o.kv_dtype_bytes));
+  }
+
+  PlanInput in;
+  in.model = config;
+  in.device_name = "CPU";
+  in.tensor_parallel_size = 1;
+  in.device_memory_bytes = o.host_memory_bytes > 0
+                               ? o.host_memory_bytes
+                               : static_cast<int64_t>(AvailableHostMemoryBytes());
+  in.gpu_memory_utilization = o.gpu_memory_utilization;
+  in.weights = WeightsFromTotal(weights_bytes, num_parameters, 1);
+  in.activation_bytes = o.activation_bytes >= 0
+                            ? o.activation_bytes
+                            : CpuActivationBytes(config, o.max_num_batched_tokens, o.max_num_seqs);
+  in.kv_format = format;
+  in.block_size = o.block_size;
+  in.max_model_len = o.max_model_len > 0 ? o.max_model_len : config.max_position_embeddings;
+  in.kv_cache_memory_bytes = o.kv_cache_memory;
+  in.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  return ComputeMemoryPlan(in);
+}
+
+StatusOr<MemoryPlan> PlanCpuKvCache(const ModelConfig& config, int64_t weights_bytes,
+                                    const CpuKvOptions& options) {
+  // The parameter count only labels reports; the engine's plan does not need it.
+  ASSIGN_OR_RETURN(MemoryPlan plan, ComputeCpuKvPlan(config, weights_bytes, 0, options));
+  RETURN_IF_ERROR(CheckPlanFits(plan));
+  return plan;
+}
+
+StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions& options) {
+  ASSIGN_OR_RETURN(MemoryPlan plan, ComputeCpuKvPlan(model.config, model.weights.total_bytes,
+                                                     model.weights.num_parameters, options));
+  RETURN_IF_ERROR(CheckPlanFits(plan));
+  return plan;
+}
+
+KvCacheShape CpuKvCacheShape(const MemoryPlan& plan) {
+  KvCacheShape shape;
+  shape.num_layers = plan.input.model.num_layers;
+  shape.num_kv_heads = plan.input.model.num_kv_heads;
+  shape.head_dim = plan.input.model.head_dim;
+  shape.block_size = plan.input.block_size;
+  shape.num_blocks = static_cast<int>(plan.num_blocks_allocated);
+  return shape;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,73 @@
+// KV-cache sizing of the CPU engine: the one function the engine calls before allocating its
+// cache, and the one `pagellm plan --gpu CPU` prints, so both agree by construction.
+//
+// The "device" is this host: its memory is AvailableHostMemoryBytes() (MemTotal capped by
+// cgroup limits), scaled by --gpu-memory-utilization, minus the weights as loaded and the
+// backend's activation scratch for one step of max_num_batched_tokens tokens. There is no
+// tensor parallelism.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kv/kv_cache_storage.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
+#include "pagellm/status.h"
+#include "planner/kv_cache_dtype.h"
+#include "planner/memory_plan.h"
+#include "sched/scheduler_config.h"
+
+namespace pagellm {
+
+// Bytes per element of the CPU backend's KV cache (KvCacheStorage holds float32).
+inline constexpr int kCpuKvCacheElementBytes = 4;
+
+struct CpuKvOptions {
+  double gpu_memory_utilization = 0.9;             // fraction of the host memory available to us
+  std::optional<int64_t> kv_cache_memory;          // KV budget in bytes; utilization ignored
+  std::optional<int64_t> num_gpu_blocks_override;  // usable blocks; budget ignored
+  int block_size = 16;
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
+  int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
+  int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  // Element width the backend's cache stores: "auto" resolves to it, and a --kv-cache-dtype of
+  // another width is refused (the backend has one cache format).
+  int kv_dtype_bytes = kCpuKvCacheElementBytes;
+  // < 0: CpuActivationBytes(config, max_num_batched_tokens, max_num_seqs); the engine may pass
+  // its own figure instead.
+  int64_t activation_bytes = -1;
+  // 0: AvailableHostMemoryBytes(). Tests set it to make plans independent of the host.
+  int64_t host_memory_bytes = 0;
+};
+
+// The activation figure used when CpuKvOptions::activation_bytes < 0: the CPU backend's
+// scratch for T = max_num_batched_tokens tokens,
+//   T x (3 x hidden + 2 x q_dim + 2 x kv_dim + 2 x intermediate) floats
+//     + R x (hidden + vocab) floats,  R = max_num_seqs rows that need logits (at most one per
+//                                      running request; prompt logprobs are not counted),
+// as computed by CpuBackend::ActivationBytes (4-byte floats).
+int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_tokens,
+                           int64_t max_num_seqs);
+
+// Plans the CPU KV cache. `weights_bytes` is LoadedModel::weights.total_bytes (the bytes the
+// weights occupy as loaded). Errors: InvalidArgument for bad options, Unimplemented for a
+// --kv-cache-dtype the CPU cache cannot store, ResourceExhausted (vLLM-style message with the
+// largest max_model_len that fits) when one request of max_model_len does not fit.
+StatusOr<MemoryPlan> PlanCpuKvCache(const ModelConfig& config, int64_t weights_bytes,
+                                    const CpuKvOptions& options);
+
+// Same plan without the refusal: the plan is returned even when a request does not fit (for
+// reports); option errors are still errors.
+StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights_bytes,
+                                      int64_t num_parameters, const CpuKvOptions& options);
+
+// PlanCpuKvCache for a loaded model.
+StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions& options);
+
+// The storage shape to allocate for a CPU plan: num_blocks = plan.num_blocks_allocated
+// (usable blocks + the null block 0).
+KvCacheShape CpuKvCacheShape(const MemoryPlan& plan);
+
+}  // namespace pagellm

@@ -1,0 +1,84 @@
+#include "planner/model_footprint.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "pagellm/check.h"
+
+namespace pagellm {
+
+Status ValidateTensorParallel(const ModelConfig& c, int tp) {
+  if (tp < 1) {
+    return InvalidArgumentError(fmt::format("--tensor-parallel-size {} must be >= 1", tp));
+  }
+  if (c.num_heads % tp != 0) {
+    return InvalidArgumentError(
+        fmt::format("--tensor-parallel-size {}: the model's {} attention heads are not divisible "
+                    "by it",
+                    tp, c.num_heads));
+  }
+  if (c.num_kv_heads % tp != 0 && tp % c.num_kv_heads != 0) {
+    return InvalidArgumentError(fmt::format(
+        "--tensor-parallel-size {}: the model's {} KV heads can neither be split evenly nor "
+        "replicated evenly across it",
+        tp, c.num_kv_heads));
+  }
+  return Status::Ok();
+}
+
+int KvHeadsPerDevice(const ModelConfig& c, int tp) {
+  CHECK_GE(tp, 1);
+  return (c.num_kv_heads + tp - 1) / tp;
+}
+
+WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_parameter, int tp) {
+  CHECK(ValidateTensorParallel(c, tp).ok()) << "invalid tensor-parallel split";
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, vocab = c.vocab_size;
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
+  const int64_t kv_dim_rank = int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim;
+  const int64_t q_dim_rank = q_dim / tp;
+  const int64_t inter_rank = (inter + tp - 1) / tp;
+  const int64_t vocab_rank = (vocab + tp - 1) / tp;
+  const int64_t lm_heads = c.tie_word_embeddings ? 1 : 2;
+  const int64_t bias = c.attention_bias ? 1 : 0;
+
+  const int64_t layer = 2 * q_dim * hidden + 2 * kv_dim * hidden + 3 * inter * hidden + 2 * hidden +
+                        bias * (q_dim + 2 * kv_dim);
+  const int64_t layer_rank = 2 * q_dim_rank * hidden + 2 * kv_dim_rank * hidden +
+                             3 * inter_rank * hidden + 2 * hidden +
+                             bias * (q_dim_rank + 2 * kv_dim_rank);
+
+  WeightsFootprint w;
+  w.num_parameters = lm_heads * vocab * hidden + c.num_layers * layer + hidden;
+  w.num_parameters_per_device = lm_heads * vocab_rank * hidden + c.num_layers * layer_rank + hidden;
+  w.bytes = w.num_parameters * bytes_per_parameter;
+  w.bytes_per_device = w.num_parameters_per_device * bytes_per_parameter;
+  return w;
+}
+
+WeightsFootprint WeightsFromTotal(int64_t total_bytes, int64_t num_parameters, int tp) {
+  CHECK_GE(tp, 1);
+  WeightsFootprint w;
+  w.num_parameters = num_parameters;
+  w.num_parameters_per_device = (num_parameters + tp - 1) / tp;
+  w.bytes = total_bytes;
+  w.bytes_per_device = (total_bytes + tp - 1) / tp;
+  return w;
+}
+
+int64_t EstimateGpuActivationBytes(const ModelConfig& c, int64_t max_num_batched_tokens,
+                                   int64_t max_num_seqs, int tp, int64_t act_bytes) {
+  CHECK_GE(tp, 1);
+  const int64_t t = max_num_batched_tokens;
+  const int64_t rows = std::min(max_num_seqs, t);
+  const int64_t kv_dim_rank = int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim;
+  const int64_t per_token = 3 * int64_t{c.hidden_size} +
+                            (2 * c.q_dim() + 3 * int64_t{c.intermediate_size}) / tp +
+                            2 * kv_dim_rank;
+  constexpr int64_t kLogitBytes = 4;  // logits are float32 whatever the model dtype
+  return t * per_token * act_bytes +
+         rows * (int64_t{c.hidden_size} * act_bytes + 2 * int64_t{c.vocab_size} * kLogitBytes);
+}
+
+}  // namespace pagellm
