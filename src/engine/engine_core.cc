@@ -225,6 +225,11 @@ EngineStats EngineCore::stats() const {
   s.num_steps = num_steps_;
   s.num_free_blocks = kv.num_free_blocks();
   s.num_usable_blocks = kv.block_pool().num_usable_blocks();
+  for (const std::string& id : scheduler_->RunningIds()) {
+    const Request* r = scheduler_->GetRequest(id);
+    s.kv_slots_allocated += static_cast<int64_t>(kv.BlockTable(id).size()) * kv.block_size();
+    s.kv_slots_used += r->num_computed_tokens;
+  }
   return s;
 }
 

@@ -74,6 +74,9 @@ struct EngineStats {
   int64_t num_steps = 0;
   int32_t num_free_blocks = 0;
   int32_t num_usable_blocks = 0;
+  // KV waste: slots of blocks held by requests vs slots holding a computed token.
+  int64_t kv_slots_allocated = 0;
+  int64_t kv_slots_used = 0;
 };
 
 class EngineCore {

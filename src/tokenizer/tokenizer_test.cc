@@ -355,7 +355,8 @@ TEST(TokenizerLoader, ConfigDecidesBosEosAndTemplate) {
 TEST(TokenizerLoader, TemplateProcessingAddsBos) {
   TempDir dir;
   dir.Write("tokenizer.json", TinyByteLevelJson(R"({"type": "TemplateProcessing",
-      "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+      "single": [{"SpecialToken": {"id": "<bos>", "type_id": 0}},
+                 {"Sequence": {"id": "A", "type_id": 0}}],
       "special_tokens": {"<bos>": {"id": "<bos>", "ids": [257], "tokens": ["<bos>"]}}})"));
   dir.Write("config.json", R"({"eos_token_id": 258})");
   auto tok = LoadTokenizerFromDir(dir.path());
