@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Single-stream prefill/decode: pagellm `bench latency` vs llama.cpp `llama-bench` on the same
+GGUF files, measured back to back in one run. Prints a Markdown table of medians and ratios.
+
+Usage:
+  bench/compare_latency.py --llama-bench /path/to/llama-bench [--threads 2] [--pp 512] [--tg 128]
+      [--depth 0] [--reps 5] [--flash-attn 1] model1.gguf [model2.gguf ...]
+
+llama.cpp is built outside this repository (see docs/BENCHMARKING.md); nothing of it is
+committed here.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_json(cmd):
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def pagellm(binary, model, a):
+    j = run_json([binary, "bench", "latency", "--model", model, "-p", str(a.pp), "-n",
+                  str(a.tg), "-d", str(a.depth), "-r", str(a.reps), "-t", str(a.threads),
+                  "--json"])
+    return j["prefill_tokens_per_s"], j["decode_tokens_per_s"], j["weights_bytes"]
+
+
+def llama_bench(binary, model, a):
+    rows = run_json([binary, "-m", model, "-p", str(a.pp), "-n", str(a.tg), "-d", str(a.depth),
+                     "-r", str(a.reps), "-t", str(a.threads), "-fa", str(a.flash_attn),
+                     "-o", "json"])
+    pp = tg = None
+    commit = rows[0].get("build_commit", "?") if rows else "?"
+    for r in rows:
+        # llama-bench reports the mean and stddev of its repetitions; take the median of the
+        # raw samples when present so both engines are compared on medians.
+        samples = r.get("samples_ts") or [r["avg_ts"]]
+        v = statistics.median(samples)
+        if r.get("n_prompt", 0) > 0 and r.get("n_gen", 0) == 0:
+            pp = v
+        elif r.get("n_gen", 0) > 0 and r.get("n_prompt", 0) == 0:
+            tg = v
+    return pp, tg, commit
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("models", nargs="+")
+    p.add_argument("--llama-bench", required=True)
+    p.add_argument("--pagellm", default=os.path.join(REPO, "build", "pagellm"))
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--pp", type=int, default=512)
+    p.add_argument("--tg", type=int, default=128)
+    p.add_argument("--depth", type=int, default=0)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--flash-attn", type=int, default=1)
+    p.add_argument("--bandwidth-gbs", type=float, default=0.0,
+                   help="measured read bandwidth roofline, for the %% column")
+    a = p.parse_args()
+    d = f"@d{a.depth}" if a.depth else ""
+    print(f"| model | pagellm pp{a.pp}{d} t/s | llama.cpp pp{a.pp}{d} t/s | ratio | "
+          f"pagellm tg{a.tg}{d} t/s | llama.cpp tg{a.tg}{d} t/s | ratio | pagellm decode GB/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    commit = "?"
+    for m in a.models:
+        ppp, ptg, wbytes = pagellm(a.pagellm, m, a)
+        lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
+        gbs = ptg * wbytes / 1e9
+        roof = f" ({100 * gbs / a.bandwidth_gbs:.0f}% of roofline)" if a.bandwidth_gbs else ""
+        print(f"| {os.path.basename(m)} | {ppp:.1f} | {lpp:.1f} | {ppp / lpp:.2f}x | {ptg:.2f} | "
+              f"{ltg:.2f} | {ptg / ltg:.2f}x | {gbs:.1f}{roof} |")
+        sys.stdout.flush()
+    print(f"\nllama.cpp build {commit}; threads {a.threads}; medians of {a.reps} runs each.")
+
+
+if __name__ == "__main__":
+    main()

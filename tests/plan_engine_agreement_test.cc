@@ -1,0 +1,79 @@
+// `pagellm plan` on this machine must predict exactly the KV blocks the engine allocates, and
+// the engine must refuse a max_model_len that cannot fit one request, with the numbers and
+// the largest length that would fit.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "engine/engine_core.h"
+#include "nlohmann/json.hpp"
+
+namespace pagellm {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kModel = std::string(PAGELLM_SHARED_DIR) + "/models/stories260K";
+
+std::string RunCommand(const std::string& cmd) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, n);
+  pclose(pipe);
+  return out;
+}
+
+struct Config {
+  std::string flags;  // for `pagellm plan`
+  EngineConfig engine;
+};
+
+TEST(PlanEngineAgreementTest, BlockCountsMatchOnThreeConfigurations) {
+  if (!fs::exists(kModel + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
+  std::vector<Config> configs(3);
+  configs[0].flags = "--gpu-memory-utilization 0.002";
+  configs[0].engine.gpu_memory_utilization = 0.002;
+  configs[1].flags = "--kv-cache-memory 1MiB --block-size 1";
+  configs[1].engine.kv_cache_memory = 1 << 20;
+  configs[1].engine.block_size = 1;
+  configs[2].flags = "--kv-cache-memory 3000000 --block-size 256 --max-num-seqs 8 "
+                     "--max-num-batched-tokens 256";
+  configs[2].engine.kv_cache_memory = 3000000;
+  configs[2].engine.block_size = 256;
+  configs[2].engine.scheduler.max_num_seqs = 8;
+  configs[2].engine.scheduler.max_num_batched_tokens = 256;
+  for (Config& c : configs) {
+    c.engine.model = kModel;
+    auto core = EngineCore::Create(c.engine);
+    ASSERT_TRUE(core.ok()) << core.status().ToString();
+    const std::string out =
+        RunCommand(std::string(PAGELLM_BINARY) + " plan --model " + kModel + " " + c.flags +
+                   " --json 2>/dev/null");
+    nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks) << c.flags;
+    EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), (*core)->kv_report().kv_bytes_per_token);
+    EXPECT_EQ((*core)->stats().num_usable_blocks, (*core)->kv_report().num_blocks);
+  }
+}
+
+TEST(PlanEngineAgreementTest, RefusesImpossibleMaxModelLen) {
+  if (!fs::exists(kModel + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
+  EngineConfig c;
+  c.model = kModel;
+  c.max_model_len = 512;
+  c.kv_cache_memory = 100 * 1280;  // 100 tokens of KV at 1280 bytes/token
+  auto core = EngineCore::Create(c);
+  ASSERT_FALSE(core.ok());
+  EXPECT_EQ(core.status().code(), StatusCode::kResourceExhausted);
+  const std::string& msg = core.status().message();
+  EXPECT_NE(msg.find("512"), std::string::npos) << msg;
+  // 100 tokens -> 6 whole blocks of 16 = 96 tokens is the largest length that fits.
+  EXPECT_NE(msg.find("96"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace pagellm
