@@ -130,7 +130,7 @@ void CheckInvariance(const std::string& model) {
     EngineConfig c = base;
     c.num_gpu_blocks_override = 40;  // 640 tokens for 64 requests of up to ~350 tokens
     c.scheduler.preemption_mode = mode;
-    c.swap_space_gib = 0.001;        // a small secondary pool: swap, then fall back
+    c.swap_space_gib = 0.001;  // a small secondary pool: swap, then fall back
     RunResult r = Run(c, w, false);
     ExpectSameOutputs(ref, r, std::string("preemption ") + std::string(PreemptionModeName(mode)));
     EXPECT_GT(r.preemptions, 0) << "the KV budget was meant to force preemption";
@@ -153,8 +153,8 @@ TEST(EngineInvarianceTest, RandomGqaModel) {
   const std::string cmd = std::string("/usr/bin/python3 ") + PAGELLM_SOURCE_DIR +
                           "/tools/gen_model.py --preset tiny --layers 4 --hidden 128 --heads 8 "
                           "--kv-heads 2 --head-dim 16 --intermediate 256 --vocab 512 "
-                          "--tokenizer tok512 --max-pos 1024 --quiet --seed 3 --out " + dir +
-                          " --shared-dir " + kShared;
+                          "--tokenizer tok512 --max-pos 1024 --quiet --seed 3 --out " +
+                          dir + " --shared-dir " + kShared;
   if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "model generator unavailable: " << cmd;
   CheckInvariance(dir);
 }

@@ -39,8 +39,9 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnThreeConfigurations) {
   configs[1].flags = "--kv-cache-memory 1MiB --block-size 1";
   configs[1].engine.kv_cache_memory = 1 << 20;
   configs[1].engine.block_size = 1;
-  configs[2].flags = "--kv-cache-memory 3000000 --block-size 256 --max-num-seqs 8 "
-                     "--max-num-batched-tokens 256";
+  configs[2].flags =
+      "--kv-cache-memory 3000000 --block-size 256 --max-num-seqs 8 "
+      "--max-num-batched-tokens 256";
   configs[2].engine.kv_cache_memory = 3000000;
   configs[2].engine.block_size = 256;
   configs[2].engine.scheduler.max_num_seqs = 8;
@@ -49,9 +50,8 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnThreeConfigurations) {
     c.engine.model = kModel;
     auto core = EngineCore::Create(c.engine);
     ASSERT_TRUE(core.ok()) << core.status().ToString();
-    const std::string out =
-        RunCommand(std::string(PAGELLM_BINARY) + " plan --model " + kModel + " " + c.flags +
-                   " --json 2>/dev/null");
+    const std::string out = RunCommand(std::string(PAGELLM_BINARY) + " plan --model " + kModel +
+                                       " " + c.flags + " --json 2>/dev/null");
     nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
     ASSERT_FALSE(j.is_discarded()) << out;
     EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks) << c.flags;

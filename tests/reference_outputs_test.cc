@@ -83,18 +83,17 @@ TEST_P(ReferenceOutputsTest, GreedyMatchesFloat64Reference) {
   EXPECT_GT(checked, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    SharedModels, ReferenceOutputsTest,
-    testing::Values(Case{"stories260K", "stories260K"},
-                    Case{"stories260K", "stories260K/stories260K.gguf"},
-                    Case{"llama2xs-279K", "llama2xs-279K"},
-                    Case{"babyllama-tok105", "babyllama-tok105"}),
-    [](const testing::TestParamInfo<Case>& info) {
-      std::string n = info.param.model_path;
-      for (char& ch : n)
-        if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(SharedModels, ReferenceOutputsTest,
+                         testing::Values(Case{"stories260K", "stories260K"},
+                                         Case{"stories260K", "stories260K/stories260K.gguf"},
+                                         Case{"llama2xs-279K", "llama2xs-279K"},
+                                         Case{"babyllama-tok105", "babyllama-tok105"}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           std::string n = info.param.model_path;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 // The CLI path: `pagellm generate` with an empty prompt reproduces the 200-token BOS text.
 TEST(GenerateCliTest, StoriesBosTextByteForByte) {

@@ -42,15 +42,15 @@ class CpuBackend : public Backend {
   RopeTable rope_;
   AttentionShape attn_shape_;
   // Scratch, grown on demand and reused across steps.
-  std::vector<float> x_;       // [T][hidden] residual stream
-  std::vector<float> h_;       // [T][hidden] normed input
-  std::vector<float> q_;       // [T][q_dim]
-  std::vector<float> k_;       // [T][kv_dim]
-  std::vector<float> v_;       // [T][kv_dim]
-  std::vector<float> attn_;    // [T][q_dim]
-  std::vector<float> gate_;    // [T][intermediate]
-  std::vector<float> up_;      // [T][intermediate]
-  std::vector<float> proj_;    // [T][hidden]
+  std::vector<float> x_;         // [T][hidden] residual stream
+  std::vector<float> h_;         // [T][hidden] normed input
+  std::vector<float> q_;         // [T][q_dim]
+  std::vector<float> k_;         // [T][kv_dim]
+  std::vector<float> v_;         // [T][kv_dim]
+  std::vector<float> attn_;      // [T][q_dim]
+  std::vector<float> gate_;      // [T][intermediate]
+  std::vector<float> up_;        // [T][intermediate]
+  std::vector<float> proj_;      // [T][hidden]
   std::vector<float> logit_in_;  // [rows][hidden]
 };
 

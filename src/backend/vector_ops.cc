@@ -26,6 +26,8 @@ const VectorOps& GetVectorOps(SimdLevel level) {
   return level == SimdLevel::kAvx512 ? avx512 : scalar;
 }
 
-const VectorOps& GetVectorOps() { return GetVectorOps(ActiveSimdLevel()); }
+const VectorOps& GetVectorOps() {
+  return GetVectorOps(ActiveSimdLevel());
+}
 
 }  // namespace pagellm

@@ -32,9 +32,9 @@ void AxpyAvx512(float a, const float* x, float* y, int64_t n) {
     _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
   if (i < n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, m,
-                          _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i),
-                                          _mm512_maskz_loadu_ps(m, y + i)));
+    _mm512_mask_storeu_ps(
+        y + i, m,
+        _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i)));
   }
 }
 

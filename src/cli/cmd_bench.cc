@@ -1,138 +1,33 @@
-// `pagellm bench latency`: single-stream prefill and decode speed, measured like llama.cpp's
-// llama-bench (pp: one forward over N prompt tokens; tg: N one-token decode steps; both after
-// `--depth` tokens of existing context), reported as the median over repetitions.
-#include <algorithm>
-#include <chrono>
-#include <random>
+// `pagellm bench`: latency (single stream, llama-bench style), throughput (offline batch through
+// the engine, as `vllm bench throughput`) and serve (load against an OpenAI-compatible server,
+// as `vllm bench serve`). Each lives in its own bench_*.cc.
+#include <vector>
 
-#include "base/cpu_features.h"
-#include "cli/commands.h"
-#include "engine/model_session.h"
-#include "fmt/format.h"
-#include "nlohmann/json.hpp"
+#include "cli/bench_commands.h"
 
 namespace pagellm::cli {
-namespace {
-
-struct LatencyOptions {
-  SessionOptions session;
-  int prompt_tokens = 512;
-  int gen_tokens = 128;
-  int depth = 0;
-  int repetitions = 5;
-  bool json = false;
-};
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-int RunLatency(const LatencyOptions& o) {
-  SessionOptions so = o.session;
-  so.require_tokenizer = false;
-  so.max_model_len = o.depth + std::max(o.prompt_tokens, o.gen_tokens) + 1;
-  auto session = ModelSession::Open(so);
-  if (!session.ok()) return Fail(session.status().message());
-  ModelSession& s = **session;
-  const ModelConfig& c = s.config();
-  std::vector<int32_t> blocks;
-  for (int i = 0; i * s.block_size() < s.max_model_len(); ++i) blocks.push_back(i + 1);
-  std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  ForwardOutput out;
-  using Clock = std::chrono::steady_clock;
-
-  // Fills positions [0, depth) once; every measurement then starts at `depth`.
-  auto run_chunk = [&](int start, int n, bool one_by_one) -> StatusOr<double> {
-    auto t0 = Clock::now();
-    if (one_by_one) {
-      for (int i = 0; i < n; ++i) {
-        ForwardBatch b;
-        b.token_ids = {tok(rng)};
-        b.seqs.push_back({1, start + i, blocks, false});
-        RETURN_IF_ERROR(s.backend().Forward(b, &out));
-      }
-    } else {
-      ForwardBatch b;
-      for (int i = 0; i < n; ++i) b.token_ids.push_back(tok(rng));
-      b.seqs.push_back({n, start, blocks, false});
-      RETURN_IF_ERROR(s.backend().Forward(b, &out));
-    }
-    return std::chrono::duration<double>(Clock::now() - t0).count();
-  };
-  if (o.depth > 0) {
-    auto st = run_chunk(0, o.depth, false);
-    if (!st.ok()) return Fail(st.status().message());
-  }
-  // Warm-up (page in the weights, grow scratch buffers).
-  if (auto w = run_chunk(o.depth, std::min(o.prompt_tokens, 8), false); !w.ok())
-    return Fail(w.status().message());
-  std::vector<double> pp, tg;
-  for (int r = 0; r < o.repetitions; ++r) {
-    if (o.prompt_tokens > 0) {
-      auto t = run_chunk(o.depth, o.prompt_tokens, false);
-      if (!t.ok()) return Fail(t.status().message());
-      pp.push_back(o.prompt_tokens / *t);
-    }
-    if (o.gen_tokens > 0) {
-      auto t = run_chunk(o.depth, o.gen_tokens, true);
-      if (!t.ok()) return Fail(t.status().message());
-      tg.push_back(o.gen_tokens / *t);
-    }
-  }
-  const double pp_med = pp.empty() ? 0 : Median(pp);
-  const double tg_med = tg.empty() ? 0 : Median(tg);
-  const double weight_gb = s.model().weights.total_bytes / 1e9;
-  nlohmann::json j = {
-      {"model", s.model().path},
-      {"weights_bytes", s.model().weights.total_bytes},
-      {"threads", s.pool().num_threads()},
-      {"simd", SimdLevelName(ActiveSimdLevel())},
-      {"depth", o.depth},
-      {"prompt_tokens", o.prompt_tokens},
-      {"gen_tokens", o.gen_tokens},
-      {"repetitions", o.repetitions},
-      {"prefill_tokens_per_s", pp_med},
-      {"decode_tokens_per_s", tg_med},
-      {"prefill_samples", pp},
-      {"decode_samples", tg},
-      // Decode reads every weight once per token: the bandwidth it implies.
-      {"decode_weight_gb_per_s", tg_med * weight_gb},
-  };
-  if (o.json) {
-    fmt::print("{}\n", j.dump(2));
-  } else {
-    fmt::print("model {} ({:.1f} MiB), {} threads, {} kernels, depth {}\n", s.model().path,
-               s.model().weights.total_bytes / 1048576.0, s.pool().num_threads(),
-               SimdLevelName(ActiveSimdLevel()), o.depth);
-    if (!pp.empty())
-      fmt::print("prefill pp{}: {:.2f} tokens/s (median of {})\n", o.prompt_tokens, pp_med,
-                 pp.size());
-    if (!tg.empty())
-      fmt::print("decode  tg{}: {:.2f} tokens/s (median of {}; {:.1f} GB/s of weights)\n",
-                 o.gen_tokens, tg_med, tg.size(), tg_med * weight_gb);
-  }
-  return 0;
-}
-
-}  // namespace
 
 CommandFn RegisterBench(CLI::App& app) {
   app.require_subcommand(1);
-  auto lat = std::make_shared<LatencyOptions>();
-  CLI::App* l = app.add_subcommand("latency", "Single-stream prefill and decode tokens/s");
-  l->add_option("--model", lat->session.model_path, "HF model directory or .gguf file")
-      ->required();
-  l->add_option("-p,--prompt-tokens", lat->prompt_tokens, "Prompt tokens per prefill (pp)");
-  l->add_option("-n,--gen-tokens", lat->gen_tokens, "Decode steps per run (tg)");
-  l->add_option("-d,--depth", lat->depth, "Context already in the KV cache before each run");
-  l->add_option("-r,--repetitions", lat->repetitions, "Runs; the median is reported");
-  l->add_option("-t,--threads", lat->session.threads, "CPU threads (default: all)");
-  l->add_option("--block-size", lat->session.block_size, "KV cache block size");
-  l->add_flag("--json", lat->json, "Print one JSON object");
-  return [=]() { return RunLatency(*lat); };
+  struct Sub {
+    CLI::App* app;
+    CommandFn fn;
+  };
+  std::vector<Sub> subs;
+  auto add = [&](const char* name, const char* help, CommandFn (*reg)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    subs.push_back({sub, reg(*sub)});
+  };
+  add("latency", "Single-stream prefill and decode tokens/s", RegisterBenchLatency);
+  add("throughput", "Offline throughput of N requests through the engine (continuous batching)",
+      RegisterBenchThroughput);
+  add("serve", "Streaming load test of an OpenAI-compatible server (TTFT, TPOT, ITL, E2EL)",
+      RegisterBenchServe);
+  return [subs]() {
+    for (const Sub& s : subs)
+      if (s.app->parsed()) return s.fn();
+    return 1;
+  };
 }
 
 }  // namespace pagellm::cli

@@ -7,8 +7,8 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/request_json.h"
-#include "engine/sampling_params_json.h"
 #include "engine/llm.h"
+#include "engine/sampling_params_json.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
@@ -37,11 +37,9 @@ nlohmann::json LogprobsJson(const Tokenizer& tok, const std::vector<TokenLogprob
   return lp;
 }
 
-nlohmann::json CompletionJson(const Tokenizer& tok, const CompletionOutput& c,
-                              bool with_logprobs) {
-  nlohmann::json j = {{"text", c.text},
-                      {"token_ids", c.token_ids},
-                      {"finish_reason", c.finish_reason}};
+nlohmann::json CompletionJson(const Tokenizer& tok, const CompletionOutput& c, bool with_logprobs) {
+  nlohmann::json j = {
+      {"text", c.text}, {"token_ids", c.token_ids}, {"finish_reason", c.finish_reason}};
   if (!c.stop_reason.empty()) j["stop_reason"] = c.stop_reason;
   if (with_logprobs) j["logprobs"] = LogprobsJson(tok, c.logprobs);
   return j;
@@ -145,7 +143,8 @@ CommandFn RegisterGenerate(CLI::App& app) {
   app.add_option("--prompt", o->prompt, "Prompt text; empty starts from BOS alone");
   app.add_option("--input", o->input,
                  "JSONL file: one {\"prompt\": ..., <sampling fields>} object per line");
-  app.add_option("--output", o->output, "JSONL results for --input, in input order (default stdout)");
+  app.add_option("--output", o->output,
+                 "JSONL results for --input, in input order (default stdout)");
   app.add_flag("--json", o->json, "Print one JSON object instead of streaming text");
   AddSamplingFlags(app, o->sampling);
   return [o]() {

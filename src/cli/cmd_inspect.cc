@@ -16,9 +16,12 @@ int Fail(const std::string& message) {
 namespace {
 const char* RopeScalingName(RopeScalingType t) {
   switch (t) {
-    case RopeScalingType::kNone: return "none";
-    case RopeScalingType::kLinear: return "linear";
-    case RopeScalingType::kLlama3: return "llama3";
+    case RopeScalingType::kNone:
+      return "none";
+    case RopeScalingType::kLinear:
+      return "linear";
+    case RopeScalingType::kLlama3:
+      return "llama3";
   }
   return "?";
 }

@@ -14,14 +14,22 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
     return InvalidArgumentError(fmt::format("bad byte size '{}'", text));
   const std::string unit(end);
   double mult = 1;
-  if (unit.empty() || unit == "B") mult = 1;
-  else if (unit == "KiB" || unit == "K") mult = 1024.0;
-  else if (unit == "MiB" || unit == "M") mult = 1024.0 * 1024;
-  else if (unit == "GiB" || unit == "G") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "KB") mult = 1e3;
-  else if (unit == "MB") mult = 1e6;
-  else if (unit == "GB") mult = 1e9;
-  else return InvalidArgumentError(fmt::format("bad byte size unit in '{}'", text));
+  if (unit.empty() || unit == "B")
+    mult = 1;
+  else if (unit == "KiB" || unit == "K")
+    mult = 1024.0;
+  else if (unit == "MiB" || unit == "M")
+    mult = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    mult = 1e3;
+  else if (unit == "MB")
+    mult = 1e6;
+  else if (unit == "GB")
+    mult = 1e9;
+  else
+    return InvalidArgumentError(fmt::format("bad byte size unit in '{}'", text));
   return static_cast<int64_t>(v * mult);
 }
 
@@ -69,8 +77,7 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
                  "Most tokens one request may take in a step (0 = no cap)");
   app.add_option("--scheduling-policy", f.scheduling_policy, "fcfs | priority")
       ->capture_default_str();
-  app.add_option("--preemption-mode", f.preemption_mode, "recompute | swap")
-      ->capture_default_str();
+  app.add_option("--preemption-mode", f.preemption_mode, "recompute | swap")->capture_default_str();
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                "Reuse KV blocks of shared prompt prefixes (default on)");
   app.add_option(seed_flag, c.seed, "Engine seed for requests without their own seed")

@@ -4,12 +4,15 @@
 
 namespace pagellm {
 
-AsyncEngine::AsyncEngine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {
+AsyncEngine::AsyncEngine(std::unique_ptr<EngineCore> core, StepFn on_step)
+    : core_(std::move(core)), on_step_(std::move(on_step)) {
   stats_ = core_->stats();
   loop_ = std::thread([this] { Loop(); });
 }
 
-AsyncEngine::~AsyncEngine() { Shutdown(); }
+AsyncEngine::~AsyncEngine() {
+  Shutdown();
+}
 
 Status AsyncEngine::Submit(EngineRequest request, OutputFn on_output) {
   RETURN_IF_ERROR(core_->ValidateRequest(request));
@@ -40,6 +43,18 @@ void AsyncEngine::Shutdown() {
   if (loop_.joinable()) loop_.join();
 }
 
+bool AsyncEngine::ResetPrefixCache() {
+  std::future<bool> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    prefix_cache_resets_.emplace_back();
+    done = prefix_cache_resets_.back().get_future();
+  }
+  cv_.notify_one();
+  return done.get();
+}
+
 EngineStats AsyncEngine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -49,14 +64,17 @@ void AsyncEngine::Loop() {
   while (true) {
     std::deque<std::pair<EngineRequest, OutputFn>> inbox;
     std::vector<std::string> aborts;
+    std::vector<std::promise<bool>> resets;
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !aborts_.empty() || core_->HasUnfinishedRequests();
+        return stopping_ || !inbox_.empty() || !aborts_.empty() ||
+               !prefix_cache_resets_.empty() || core_->HasUnfinishedRequests();
       });
       inbox.swap(inbox_);
       aborts.swap(aborts_);
+      resets.swap(prefix_cache_resets_);
       stopping = stopping_;
     }
     for (auto& [req, fn] : inbox) {
@@ -76,6 +94,7 @@ void AsyncEngine::Loop() {
       callbacks_.emplace(id, std::move(fn));
     }
     for (const std::string& id : aborts) core_->Abort(id);
+    for (std::promise<bool>& p : resets) p.set_value(core_->ResetPrefixCache());
     if (stopping) {
       for (const auto& [id, fn] : callbacks_) core_->Abort(id);
     }
@@ -88,6 +107,7 @@ void AsyncEngine::Loop() {
         for (const auto& [id, fn] : callbacks_) core_->Abort(id);
         continue;
       }
+      if (on_step_ && core_->last_step_num_tokens() > 0) on_step_(core_->last_step_num_tokens());
       for (EngineOutput& o : *outputs) {
         auto it = callbacks_.find(o.request_id);
         if (it == callbacks_.end()) continue;

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -21,8 +22,11 @@ class AsyncEngine {
  public:
   // Called on the loop thread with each step's output for the request; must not block.
   using OutputFn = std::function<void(EngineOutput&&)>;
+  // Called on the loop thread after every step that ran a batch, with the number of tokens
+  // it computed (the server's vllm:iteration_tokens_total); must not block.
+  using StepFn = std::function<void(int32_t num_tokens)>;
 
-  explicit AsyncEngine(std::unique_ptr<EngineCore> core);
+  explicit AsyncEngine(std::unique_ptr<EngineCore> core, StepFn on_step = nullptr);
   ~AsyncEngine();  // Shutdown()
 
   // Validates (InvalidArgument for a bad request, Unavailable after shutdown) and queues.
@@ -33,6 +37,9 @@ class AsyncEngine {
   // Stops accepting requests, aborts everything in flight (each gets its final output), and
   // joins the loop thread. Idempotent.
   void Shutdown();
+  // Drops every cached (unreferenced) prefix block, on the loop thread between steps. Returns
+  // false when blocks are still in use (vLLM's reset_prefix_cache contract) or after shutdown.
+  bool ResetPrefixCache();
 
   // Snapshot as of the last step (safe from any thread).
   EngineStats stats() const;
@@ -47,8 +54,10 @@ class AsyncEngine {
   std::condition_variable cv_;
   std::deque<std::pair<EngineRequest, OutputFn>> inbox_;
   std::vector<std::string> aborts_;
+  std::vector<std::promise<bool>> prefix_cache_resets_;
   bool stopping_ = false;
   EngineStats stats_;
+  StepFn on_step_;
   std::thread loop_;
   // Loop-thread only.
   std::unordered_map<std::string, OutputFn> callbacks_;

@@ -19,9 +19,9 @@ struct EngineConfig {
   // Fraction of the memory available to the process (cgroup limits included) that weights,
   // activations and KV cache may use.
   double gpu_memory_utilization = 0.9;
-  std::optional<int64_t> kv_cache_memory;         // bytes; overrides the fraction
-  std::optional<int32_t> num_gpu_blocks_override; // usable blocks; overrides everything
-  double swap_space_gib = 4.0;                    // secondary (host) pool for swap preemption
+  std::optional<int64_t> kv_cache_memory;          // bytes; overrides the fraction
+  std::optional<int32_t> num_gpu_blocks_override;  // usable blocks; overrides everything
+  double swap_space_gib = 4.0;                     // secondary (host) pool for swap preemption
   bool enable_prefix_caching = true;
   uint64_t seed = 0;  // source of seeds for requests without their own
   // Scheduler (--max-num-seqs, --max-num-batched-tokens, chunked prefill, policies, ...).

@@ -18,7 +18,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   EngineConfig& c = e->config_;
   if (c.max_model_len <= 0) c.max_model_len = mc.max_position_embeddings;
   if (c.block_size < 1 || c.block_size > 256)
-    return InvalidArgumentError(fmt::format("--block-size must be in [1, 256], got {}", c.block_size));
+    return InvalidArgumentError(
+        fmt::format("--block-size must be in [1, 256], got {}", c.block_size));
   c.scheduler.max_model_len = c.max_model_len;
   RETURN_IF_ERROR(c.scheduler.Validate());
 
@@ -42,8 +43,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   e->backend_ = std::make_unique<CpuBackend>(*e->model_, &e->kv_, e->pool_.get(), c.max_model_len);
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
-                            c.max_model_len, r.num_swap_blocks,
-                            "float32");
+                            c.max_model_len, r.num_swap_blocks, "float32");
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
@@ -86,9 +86,9 @@ Status EngineCore::AddRequest(EngineRequest r) {
   req.priority = r.priority;
   req.cache_salt = r.cache_salt;
   req.skip_prefix_cache = r.params.prompt_logprobs.has_value();
-  auto state = std::unique_ptr<RequestState>(new RequestState{
-      r.params, SamplerState(r.params.seed, seeds_), std::nullopt,
-      StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len});
+  auto state = std::unique_ptr<RequestState>(
+      new RequestState{r.params, SamplerState(r.params.seed, seeds_), std::nullopt,
+                       StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len});
   state->detok.emplace(*tokenizer_, r.prompt_token_ids, r.params.skip_special_tokens);
   RETURN_IF_ERROR(scheduler_->AddRequest(std::move(req)));
   states_.emplace(r.request_id, std::move(state));
@@ -103,13 +103,13 @@ bool EngineCore::HasUnfinishedRequests() const {
   return scheduler_->has_unfinished_requests() || !pending_aborts_.empty();
 }
 
-void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logits,
-                               Sampler& sampler, EngineOutput& out, SampledTokens& sampled) {
+void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
+                               EngineOutput& out, SampledTokens& sampled) {
   RequestState& st = *states_.at(sched.request_id);
   const Request* req = scheduler_->GetRequest(sched.request_id);
   SamplingInput in{st.params, req->prompt_token_ids(), req->output_token_ids(), eos_ids_};
-  SampleResult s = sampler.Sample(std::span<const float>(logits, model_->config.vocab_size), in,
-                                  st.rng);
+  SampleResult s =
+      sampler.Sample(std::span<const float>(logits, model_->config.vocab_size), in, st.rng);
   out.request_id = sched.request_id;
   out.new_token_ids = {s.token};
   if (st.params.logprobs.has_value()) {
@@ -138,17 +138,25 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
       o.finished = true;
       o.finish_reason = "abort";
       o.num_prompt_tokens = it->second->num_prompt_tokens;
+      o.first_scheduled_time = it->second->first_scheduled;
       outputs.push_back(std::move(o));
       states_.erase(it);
     }
     pending_aborts_.clear();
   }
   SchedulerOutput sched = scheduler_->Schedule();
+  last_step_num_tokens_ = 0;
   if (!sched.has_work()) {
     scheduler_->UpdateFromOutput(sched, {});
     return outputs;
   }
   ++num_steps_;
+  last_step_num_tokens_ = sched.total_num_scheduled_tokens;
+  const auto now = std::chrono::steady_clock::now();
+  for (const ScheduledRequest& r : sched.scheduled) {
+    RequestState& st = *states_.at(r.request_id);
+    if (st.first_scheduled == std::chrono::steady_clock::time_point{}) st.first_scheduled = now;
+  }
   for (const BlockCopy& c : sched.swap_out) swap_kv_.CopyBlockFrom(kv_, c.src, c.dst);
   for (const BlockCopy& c : sched.swap_in) kv_.CopyBlockFrom(swap_kv_, c.src, c.dst);
 
@@ -188,6 +196,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     o.num_prompt_tokens = st.num_prompt_tokens;
     o.num_cached_tokens = u.num_cached_tokens;
     o.num_preemptions = u.num_preemptions;
+    o.first_scheduled_time = st.first_scheduled;
     if (u.finished()) {
       o.finished = true;
       // The stop checker knows why (stop string vs token vs length); the scheduler only caps.

@@ -5,6 +5,7 @@
 // the caller's thread.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
@@ -48,6 +49,9 @@ struct EngineOutput {
   int32_t num_preemptions = 0;
   // Set when the request could not be admitted (the engine finished it with "abort").
   std::string error;
+  // When the scheduler first gave the request tokens to compute (default-constructed until
+  // then); the server's queue / prefill time metrics are measured from it.
+  std::chrono::steady_clock::time_point first_scheduled_time{};
 };
 
 // How the KV cache was sized at start-up (logged, and checked against `pagellm plan`).
@@ -67,7 +71,7 @@ struct EngineStats {
   int32_t num_waiting = 0;
   int32_t num_swapped = 0;
   int64_t num_preemptions = 0;
-  double kv_usage = 0;       // 1 - free / total, as vLLM
+  double kv_usage = 0;  // 1 - free / total, as vLLM
   double swap_usage = 0;
   int64_t prefix_cache_queries = 0;  // tokens
   int64_t prefix_cache_hits = 0;     // tokens
@@ -103,6 +107,8 @@ class EngineCore {
   const EngineConfig& config() const { return config_; }
   int32_t max_model_len() const { return config_.scheduler.max_model_len; }
   bool ResetPrefixCache() { return scheduler_->ResetPrefixCache(); }
+  // Tokens (prompt and generated) computed by the last Step(); 0 when it ran no batch.
+  int32_t last_step_num_tokens() const { return last_step_num_tokens_; }
   // For tests: poison the whole KV cache with NaN (unused slots must never be read).
   void PoisonKvCache() { kv_.PoisonWithNaN(); }
 
@@ -113,6 +119,7 @@ class EngineCore {
     std::optional<IncrementalDetokenizer> detok;
     StopChecker stop;
     int32_t num_prompt_tokens;
+    std::chrono::steady_clock::time_point first_scheduled{};
   };
 
   EngineCore() = default;
@@ -136,6 +143,7 @@ class EngineCore {
   std::vector<std::string> pending_aborts_;
   KvCacheReport kv_report_;
   int64_t num_steps_ = 0;
+  int32_t last_step_num_tokens_ = 0;
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;

@@ -14,8 +14,8 @@
 namespace pagellm {
 
 struct PromptInput {
-  std::string text;                    // used when token_ids is empty
-  std::vector<int32_t> token_ids;      // pre-tokenized prompt
+  std::string text;                // used when token_ids is empty
+  std::vector<int32_t> token_ids;  // pre-tokenized prompt
   int priority = 0;
 };
 

@@ -25,7 +25,8 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   s->max_model_len_ = o.max_model_len > 0 ? o.max_model_len : c.max_position_embeddings;
   if (s->max_model_len_ <= 0) return InvalidArgumentError("max_model_len must be positive");
   if (o.block_size < 1 || o.block_size > 256)
-    return InvalidArgumentError(fmt::format("--block-size must be in [1, 256], got {}", o.block_size));
+    return InvalidArgumentError(
+        fmt::format("--block-size must be in [1, 256], got {}", o.block_size));
   KvCacheShape shape;
   shape.num_layers = c.num_layers;
   shape.num_kv_heads = c.num_kv_heads;
@@ -36,7 +37,8 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
                          : (s->max_model_len_ + o.block_size - 1) / o.block_size + 1;
   ASSIGN_OR_RETURN(s->kv_, KvCacheStorage::Create(shape));
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
-  s->backend_ = std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
+  s->backend_ =
+      std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
   return s;
 }
 

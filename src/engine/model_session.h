@@ -17,10 +17,10 @@ namespace pagellm {
 
 struct SessionOptions {
   std::string model_path;
-  int threads = 0;          // 0 = all available CPUs
-  int max_model_len = 0;    // 0 = the model's max_position_embeddings
+  int threads = 0;        // 0 = all available CPUs
+  int max_model_len = 0;  // 0 = the model's max_position_embeddings
   int block_size = 16;
-  int num_kv_blocks = 0;    // 0 = enough for one sequence of max_model_len (+ null block)
+  int num_kv_blocks = 0;  // 0 = enough for one sequence of max_model_len (+ null block)
   bool require_tokenizer = true;
 };
 

@@ -55,8 +55,8 @@ StatusOr<SamplingParams> ParseSamplingParams(const nlohmann::json& body,
   RETURN_IF_ERROR(ReadBool(body, "skip_special_tokens", p.skip_special_tokens));
   if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer()) return TypeError("seed", "an integer");
-    p.seed = it->is_number_unsigned() ? it->get<uint64_t>()
-                                      : static_cast<uint64_t>(it->get<int64_t>());
+    p.seed =
+        it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
   }
   for (const char* field : {"max_tokens", "max_completion_tokens"}) {
     auto it = body.find(field);

@@ -21,10 +21,10 @@ StatusOr<CompletionOutput> SequentialGenerator::Generate(std::span<const int32_t
   const int prompt_len = static_cast<int>(prompt_ids.size());
   if (prompt_len == 0) return InvalidArgumentError("prompt is empty");
   if (prompt_len >= max_len) {
-    return InvalidArgumentError(fmt::format(
-        "prompt has {} tokens; max_model_len is {}, so at most {} prompt tokens fit "
-        "(over by {})",
-        prompt_len, max_len, max_len - 1, prompt_len - max_len + 1));
+    return InvalidArgumentError(
+        fmt::format("prompt has {} tokens; max_model_len is {}, so at most {} prompt tokens fit "
+                    "(over by {})",
+                    prompt_len, max_len, max_len - 1, prompt_len - max_len + 1));
   }
   const int block_size = session_->block_size();
   const int blocks_needed = (max_len + block_size - 1) / block_size;

@@ -18,8 +18,7 @@ namespace pagellm {
 class SequentialGenerator {
  public:
   // max_chunk_tokens bounds how many prompt tokens one forward pass takes.
-  SequentialGenerator(ModelSession* session, uint64_t engine_seed = 0,
-                      int max_chunk_tokens = 2048);
+  SequentialGenerator(ModelSession* session, uint64_t engine_seed = 0, int max_chunk_tokens = 2048);
 
   // Called with each piece of final text as it is produced (may be empty-free).
   using StreamFn = std::function<void(const std::string& text_delta)>;
