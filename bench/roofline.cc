@@ -1,0 +1,162 @@
+// Roofline of this machine, measured: sustained memory read bandwidth (all threads, and one)
+// and peak arithmetic of the instruction sets the kernels use (FP32 FMA, AVX512-BF16 dot
+// products, AVX-512 VNNI int8 dot products). Decode speed is judged against the bandwidth
+// (weight bytes x tokens/s), prefill against the arithmetic (FLOPs x tokens/s).
+//
+//   build/bench/roofline [--threads N] [--json]
+// GCC 12 warns falsely (-Wuninitialized) inside the AVX-512 reduction intrinsics.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Runs fn(thread) on n threads at once; returns the wall time of the slowest.
+template <typename Fn>
+double RunThreads(int n, Fn fn) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> ts;
+  Clock::time_point start;
+  for (int t = 0; t < n; ++t) {
+    ts.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (!go.load()) {
+      }
+      fn(t);
+    });
+  }
+  while (ready.load() != n) {
+  }
+  start = Clock::now();
+  go.store(true);
+  for (auto& th : ts) th.join();
+  return Seconds(start, Clock::now());
+}
+
+__attribute__((target("avx512f"))) float ReadSum(const float* p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+// Best of `reps` passes over a buffer much larger than the caches, split across threads.
+double ReadBandwidth(int threads, size_t bytes, int reps) {
+  const size_t n = bytes / sizeof(float);
+  float* buf = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<float>(i & 1023);
+  volatile float sink = 0;
+  double best = 0;
+  for (int r = 0; r < reps; ++r) {
+    const double t = RunThreads(threads, [&](int th) {
+      const size_t chunk = n / threads / 64 * 64;
+      sink = sink + ReadSum(buf + th * chunk, chunk);
+    });
+    best = std::max(best, static_cast<double>(n / threads / 64 * 64 * threads * sizeof(float)) / t);
+  }
+  std::free(buf);
+  return best / 1e9;
+}
+
+constexpr long kIters = 20'000'000;
+
+// 10 independent accumulators hide FMA latency; 2 flops per lane per FMA.
+__attribute__((target("avx512f"))) float FmaLoop() {
+  __m512 a[10];
+  for (int i = 0; i < 10; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  for (long it = 0; it < kIters; ++it)
+    for (int i = 0; i < 10; ++i) a[i] = _mm512_fmadd_ps(a[i], x, y);
+  __m512 s = a[0];
+  for (int i = 1; i < 10; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+// vdpbf16ps: 32 bf16 products summed pairwise into 16 fp32 lanes = 64 flops per instruction.
+__attribute__((target("avx512f,avx512bf16"))) float Bf16Loop() {
+  __m512 a[10];
+  for (int i = 0; i < 10; ++i) a[i] = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
+  for (long it = 0; it < kIters; ++it)
+    for (int i = 0; i < 10; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
+  __m512 s = a[0];
+  for (int i = 1; i < 10; ++i) s = _mm512_add_ps(s, a[i]);
+  return _mm512_reduce_add_ps(s);
+}
+
+// vpdpbusd: 64 u8 x s8 products summed in groups of 4 into 16 int32 lanes = 128 ops.
+__attribute__((target("avx512f,avx512vnni"))) int VnniLoop() {
+  __m512i a[10];
+  for (int i = 0; i < 10; ++i) a[i] = _mm512_setzero_si512();
+  const __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(1);
+  for (long it = 0; it < kIters; ++it)
+    for (int i = 0; i < 10; ++i) a[i] = _mm512_dpbusd_epi32(a[i], x, y);
+  __m512i s = a[0];
+  for (int i = 1; i < 10; ++i) s = _mm512_add_epi32(s, a[i]);
+  return _mm512_reduce_add_epi32(s);
+}
+
+template <typename Fn>
+double PeakOps(int threads, double ops_per_iter, Fn fn) {
+  volatile double sink = 0;
+  double best = 0;
+  for (int r = 0; r < 3; ++r) {
+    const double t = RunThreads(threads, [&](int) { sink = sink + fn(); });
+    best = std::max(best, ops_per_iter * kIters * threads / t);
+  }
+  return best / 1e9;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--json") == 0) json = true;
+  }
+  if (!__builtin_cpu_supports("avx512f")) {
+    std::fprintf(stderr, "roofline: needs AVX-512\n");
+    return 1;
+  }
+  const size_t bytes = size_t{1} << 30;  // 1 GiB: far beyond the 32 MiB L3
+  const double bw_all = ReadBandwidth(threads, bytes, 5);
+  const double bw_one = ReadBandwidth(1, bytes, 5);
+  const double fma = PeakOps(threads, 10 * 16 * 2, FmaLoop);
+  const double bf16 = __builtin_cpu_supports("avx512bf16") ? PeakOps(threads, 10 * 64, Bf16Loop) : 0;
+  const double vnni = __builtin_cpu_supports("avx512vnni") ? PeakOps(threads, 10 * 128, VnniLoop) : 0;
+  if (json) {
+    std::printf(
+        "{\"threads\": %d, \"read_bandwidth_gbs\": %.1f, \"read_bandwidth_1thread_gbs\": %.1f, "
+        "\"fp32_fma_gflops\": %.1f, \"bf16_dot_gflops\": %.1f, \"int8_vnni_gops\": %.1f}\n",
+        threads, bw_all, bw_one, fma, bf16, vnni);
+  } else {
+    std::printf("threads:                  %d\n", threads);
+    std::printf("read bandwidth:           %.1f GB/s (1 thread: %.1f GB/s)\n", bw_all, bw_one);
+    std::printf("FP32 FMA (AVX-512):       %.1f GFLOP/s\n", fma);
+    std::printf("BF16 dot (AVX512-BF16):   %.1f GFLOP/s\n", bf16);
+    std::printf("INT8 dot (AVX-512 VNNI):  %.1f GOP/s\n", vnni);
+  }
+  return 0;
+}
