@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,8 @@ struct RequestOutput {
   std::string request_id;
   std::string prompt;
   std::vector<int32_t> prompt_token_ids;
+  // With prompt_logprobs: one entry per prompt token; the first is empty (no context).
+  std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
   std::vector<CompletionOutput> outputs;
   int num_cached_tokens = 0;
   bool finished = false;

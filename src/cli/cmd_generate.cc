@@ -121,6 +121,17 @@ int RunBatch(LLM& llm, const SamplingParams& defaults, const GenerateOptions& o)
     nlohmann::json j;
     j["prompt"] = r.prompt;
     j["prompt_token_ids"] = r.prompt_token_ids;
+    if (!r.prompt_logprobs.empty()) {
+      nlohmann::json pl = nlohmann::json::array();
+      for (const auto& e : r.prompt_logprobs) {
+        if (!e.has_value()) {
+          pl.push_back(nullptr);
+        } else {
+          pl.push_back(LogprobsJson(tok, {*e})[0]);
+        }
+      }
+      j["prompt_logprobs"] = pl;
+    }
     if (r.outputs.size() == 1) {
       nlohmann::json c = CompletionJson(tok, r.outputs[0], params[i].logprobs.has_value());
       j.update(c);

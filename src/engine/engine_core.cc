@@ -90,6 +90,10 @@ Status EngineCore::AddRequest(EngineRequest r) {
       new RequestState{r.params, SamplerState(r.params.seed, seeds_), std::nullopt,
                        StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len});
   state->detok.emplace(*tokenizer_, r.prompt_token_ids, r.params.skip_special_tokens);
+  if (r.params.prompt_logprobs.has_value()) {
+    state->prompt = r.prompt_token_ids;
+    state->prompt_logprobs.push_back(std::nullopt);  // position 0 has no preceding context
+  }
   RETURN_IF_ERROR(scheduler_->AddRequest(std::move(req)));
   states_.emplace(r.request_id, std::move(state));
   return Status::Ok();
@@ -112,6 +116,10 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
       sampler.Sample(std::span<const float>(logits, model_->config.vocab_size), in, st.rng);
   out.request_id = sched.request_id;
   out.new_token_ids = {s.token};
+  if (st.params.prompt_logprobs.has_value() && !st.prompt_logprobs_sent) {
+    out.prompt_logprobs = std::move(st.prompt_logprobs);
+    st.prompt_logprobs_sent = true;
+  }
   if (st.params.logprobs.has_value()) {
     TokenLogprobEntry e;
     e.token_id = s.token;
@@ -123,6 +131,24 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
   out.new_text = st.stop.Append(s.token, piece);
   sampled.token_ids = {s.token};
   sampled.stop = st.stop.finished();
+}
+
+void EngineCore::ScorePromptTokens(const ScheduledRequest& sched, int32_t first_row,
+                                   Sampler& sampler) {
+  RequestState& st = *states_.at(sched.request_id);
+  const int n = *st.params.prompt_logprobs;
+  for (int32_t j = 0; j < sched.num_scheduled_tokens; ++j) {
+    const int32_t next = sched.num_computed_tokens + j + 1;
+    if (next >= st.num_prompt_tokens) break;
+    const SampleResult r = sampler.ScoreToken(
+        std::span<const float>(forward_out_.row(first_row + j), model_->config.vocab_size),
+        st.prompt[next], n);
+    TokenLogprobEntry e;
+    e.token_id = r.token;
+    e.logprob = r.logprob.value_or(0.0f);
+    for (const TokenLogprob& t : r.top_logprobs) e.top.emplace_back(t.id, t.logprob);
+    st.prompt_logprobs.push_back(std::move(e));
+  }
 }
 
 StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
@@ -164,13 +190,21 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
   batch_.seqs.clear();
   for (const ScheduledRequest& r : sched.scheduled) {
     batch_.token_ids.insert(batch_.token_ids.end(), r.token_ids.begin(), r.token_ids.end());
-    batch_.seqs.push_back(
-        {r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, /*all_logits=*/false});
+    // Prompt logprobs need the logits of every prompt position, not only the last.
+    const RequestState& st = *states_.at(r.request_id);
+    const bool all_logits =
+        st.params.prompt_logprobs.has_value() && r.num_computed_tokens < st.num_prompt_tokens;
+    batch_.seqs.push_back({r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, all_logits});
   }
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
 
+  for (size_t i = 0; i < sched.scheduled.size(); ++i) {
+    if (batch_.seqs[i].all_logits)
+      ScorePromptTokens(sched.scheduled[i], forward_out_.row_offset[i], samplers_[0]);
+  }
   // Sample the requests that reached the end of their known tokens, in parallel (each has
-  // its own RNG and state; one Sampler's scratch per thread).
+  // its own RNG and state; one Sampler's scratch per thread). A chunk with all logits samples
+  // from its last row.
   std::vector<int32_t> sampling;
   for (size_t i = 0; i < sched.scheduled.size(); ++i)
     if (sched.scheduled[i].samples) sampling.push_back(static_cast<int32_t>(i));
@@ -178,8 +212,10 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
   std::vector<SampledTokens> sampled(sampling.size());
   pool_->Run(static_cast<int64_t>(sampling.size()), [&](int64_t k, int thread) {
     const int32_t i = sampling[k];
-    SampleRequest(sched.scheduled[i], forward_out_.row(forward_out_.row_offset[i]),
-                  samplers_[thread], step_out[k], sampled[k]);
+    const int32_t last_row = forward_out_.row_offset[i] +
+                             (batch_.seqs[i].all_logits ? batch_.seqs[i].num_tokens - 1 : 0);
+    SampleRequest(sched.scheduled[i], forward_out_.row(last_row), samplers_[thread], step_out[k],
+                  sampled[k]);
   });
   SampledTokensMap sampled_map;
   for (size_t k = 0; k < sampling.size(); ++k)

@@ -41,6 +41,9 @@ struct EngineOutput {
   std::vector<int32_t> new_token_ids;
   std::string new_text;  // text that became final this step (UTF-8 safe, stop strings cut)
   std::vector<TokenLogprobEntry> new_logprobs;
+  // With prompt_logprobs: one entry per prompt token (the first has none: nothing precedes
+  // it), delivered once, with the request's first sampled token.
+  std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
   bool finished = false;
   std::string finish_reason;  // "stop" | "length" | "abort" when finished
   std::string stop_reason;    // matched stop string or stop token id
@@ -120,12 +123,17 @@ class EngineCore {
     StopChecker stop;
     int32_t num_prompt_tokens;
     std::chrono::steady_clock::time_point first_scheduled{};
+    std::vector<int32_t> prompt;  // kept only when prompt logprobs are wanted
+    std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
+    bool prompt_logprobs_sent = false;
   };
 
   EngineCore() = default;
   // Samples one token for a scheduled request and runs its stop check.
   void SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
                      EngineOutput& out, SampledTokens& sampled);
+  // Scores prompt tokens p+1 with the logits of rows at positions p of this step.
+  void ScorePromptTokens(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler);
 
   EngineConfig config_;
   std::unique_ptr<LoadedModel> model_;

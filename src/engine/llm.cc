@@ -63,6 +63,8 @@ StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput
       c.token_ids.insert(c.token_ids.end(), o.new_token_ids.begin(), o.new_token_ids.end());
       c.text += o.new_text;
       for (auto& lp : o.new_logprobs) c.logprobs.push_back(std::move(lp));
+      if (!o.prompt_logprobs.empty() && r.prompt_logprobs.empty())
+        r.prompt_logprobs = std::move(o.prompt_logprobs);
       if (o.finished) {
         c.finish_reason = o.finish_reason;
         c.stop_reason = o.stop_reason;

@@ -353,6 +353,15 @@ void Sampler::ComputeProbs(std::span<const float> logits, const SamplingInput& i
   for (const Candidate& c : cand_) probs[c.id] = static_cast<float>(c.weight / total);
 }
 
+SampleResult Sampler::ScoreToken(std::span<const float> logits, int32_t token,
+                                 int num_logprobs) {
+  CHECK(token >= 0 && static_cast<size_t>(token) < logits.size());
+  SampleResult r;
+  r.token = token;
+  FillLogprobs(logits, num_logprobs, r);
+  return r;
+}
+
 void Sampler::FillLogprobs(std::span<const float> logits, int num_logprobs, SampleResult& result) {
   const size_t vocab = logits.size();
   float max_logit = kNegInf;

@@ -91,6 +91,10 @@ class Sampler {
                     std::span<float> probs);
 
   // Temperature after vLLM's clamp of (0, 0.01) to 0.01; 0 means greedy.
+  // Logprob (log-softmax of the raw logits), rank and top-N alternatives of a given token: the
+  // same figures Sample() reports, for tokens that were not sampled (prompt logprobs, echo).
+  SampleResult ScoreToken(std::span<const float> logits, int32_t token, int num_logprobs);
+
   static float EffectiveTemperature(const SamplingParams& params);
   static bool IsGreedy(const SamplingParams& params) {
     return EffectiveTemperature(params) < kGreedyEpsilon;
