@@ -121,7 +121,8 @@ int RunLatency(const LatencyOptions& o) {
 
 CommandFn RegisterBenchLatency(CLI::App& app) {
   auto lat = std::make_shared<LatencyOptions>();
-  app.add_option("--model", lat->session.model_path, "HF model directory or .gguf file")->required();
+  app.add_option("--model", lat->session.model_path, "HF model directory or .gguf file")
+      ->required();
   app.add_option("-p,--prompt-tokens", lat->prompt_tokens, "Prompt tokens per prefill (pp)");
   app.add_option("-n,--gen-tokens", lat->gen_tokens, "Decode steps per run (tg)");
   app.add_option("-d,--depth", lat->depth, "Context already in the KV cache before each run");

@@ -125,8 +125,8 @@ struct Run {
         res.error = "skipped: an earlier turn of this conversation failed";
       } else if (settings.chat) {
         messages.push_back({{"role", "user"}, {"content", c.user_turns[t]}});
-        res = bench::SendStreamingRequest(client, settings, Payload(messages, c.output_lens[t]),
-                                          0, start);
+        res = bench::SendStreamingRequest(client, settings, Payload(messages, c.output_lens[t]), 0,
+                                          start);
         messages.push_back({{"role", "assistant"}, {"content", res.generated_text}});
       } else {
         const std::string prompt = history + c.user_turns[t];
@@ -149,9 +149,8 @@ struct Run {
     threads.reserve(arrivals.size());
     start = BenchClock::now();
     for (size_t j = 0; j < arrivals.size(); ++j) {
-      std::this_thread::sleep_until(
-          start + std::chrono::duration_cast<BenchClock::duration>(
-                      std::chrono::duration<double>(arrivals[j])));
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<BenchClock::duration>(
+                                                std::chrono::duration<double>(arrivals[j])));
       if (slots) slots->acquire();
       threads.emplace_back([this, j, &slots] {
         bench::HttpClient client(target, o.timeout_s, api_key);
@@ -260,16 +259,17 @@ int RunServe(ServeOptions& o) {
   if (!workload.ok()) return Fail(workload.status().message());
   const ServeWorkload& w = *workload;
   if (settings.chat && !w.text_prompts)
-    return Fail("token-id prompts (random, prefix-sharing) need a completions endpoint; use "
-                "--dataset tinystories or multi-turn with a chat endpoint");
+    return Fail(
+        "token-id prompts (random, prefix-sharing) need a completions endpoint; use "
+        "--dataset tinystories or multi-turn with a chat endpoint");
 
   if (!o.skip_test_request) {
     spdlog::info("initial test request to {}{} ...", o.base_url, o.endpoint);
     nlohmann::json probe = w.probe_prompt;
     if (settings.chat) probe = nlohmann::json::array({{{"role", "user"}, {"content", probe}}});
-    const nlohmann::json payload =
-        settings.chat ? bench::BuildChatPayload(settings, probe, 2)
-                      : bench::BuildCompletionPayload(settings, probe, 2);
+    const nlohmann::json payload = settings.chat
+                                       ? bench::BuildChatPayload(settings, probe, 2)
+                                       : bench::BuildCompletionPayload(settings, probe, 2);
     bench::RequestResult r =
         bench::SendStreamingRequest(client, settings, payload, 0, BenchClock::now());
     if (!r.success) return Fail("initial test request failed: " + r.error);
@@ -282,10 +282,10 @@ int RunServe(ServeOptions& o) {
   run.results.resize(jobs * turns);
   auto arrivals = bench::ArrivalTimes(static_cast<int>(jobs), *rate, o.burstiness, o.seed);
   if (!arrivals.ok()) return Fail(arrivals.status().message());
-  spdlog::info("{} {} ({} dataset, tokenizer {}), request rate {}, burstiness {}, max concurrency {}",
-               jobs, multi_turn ? "conversations" : "requests", o.dataset, w.tokenizer,
-               o.request_rate, o.burstiness,
-               o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "unlimited");
+  spdlog::info(
+      "{} {} ({} dataset, tokenizer {}), request rate {}, burstiness {}, max concurrency {}", jobs,
+      multi_turn ? "conversations" : "requests", o.dataset, w.tokenizer, o.request_rate,
+      o.burstiness, o.max_concurrency > 0 ? std::to_string(o.max_concurrency) : "unlimited");
   const double duration = run.Dispatch(*arrivals);
 
   const bench::BenchmarkMetrics m =
@@ -363,8 +363,7 @@ CommandFn RegisterBenchServe(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--num-conversations", o->num_conversations, "multi-turn: conversations")
       ->capture_default_str();
-  app.add_option("--turns", o->turns, "multi-turn: turns per conversation")
-      ->capture_default_str();
+  app.add_option("--turns", o->turns, "multi-turn: turns per conversation")->capture_default_str();
   app.add_option("--turn-len", o->turn_len, "multi-turn: tokens of new user text per turn")
       ->capture_default_str();
   app.add_option("--vocab-size", o->vocab_size,

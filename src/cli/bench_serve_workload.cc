@@ -52,11 +52,12 @@ class Tokenizers {
  private:
   StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path) {
     namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(path, ec)) return NotFoundError(fmt::format("{} does not exist", path));
     if (path.ends_with(".gguf")) {
       ASSIGN_OR_RETURN(gguf_, GgufFile::Open(path));
       return LoadTokenizerFromGguf(*gguf_);
     }
-    std::error_code ec;
     if (fs::is_directory(path, ec)) return LoadTokenizerFromDir(path);
     return LoadTokenizerFromDir(fs::path(path).parent_path().string());
   }
@@ -132,7 +133,8 @@ StatusOr<ServeWorkload> BuildServeWorkload(const ServeOptions& o, bench::HttpCli
   if (o.dataset == "random" || o.dataset == "prefix-sharing") {
     ASSIGN_OR_RETURN(std::vector<int32_t> pool, TokenPool(o, toks, w));
     if (pool.empty()) return InvalidArgumentError("no token ids to draw prompts from");
-    w.probe_prompt = std::vector<int32_t>(pool.begin(), pool.begin() + std::min<size_t>(4, pool.size()));
+    w.probe_prompt =
+        std::vector<int32_t>(pool.begin(), pool.begin() + std::min<size_t>(4, pool.size()));
     if (o.dataset == "random") {
       bench::RandomDatasetOptions r;
       r.num_prompts = o.num_prompts;
@@ -157,9 +159,9 @@ StatusOr<ServeWorkload> BuildServeWorkload(const ServeOptions& o, bench::HttpCli
     return w;
   }
   if (o.dataset != "tinystories" && o.dataset != "multi-turn")
-    return InvalidArgumentError(fmt::format(
-        "--dataset must be random, tinystories, prefix-sharing or multi-turn, got '{}'",
-        o.dataset));
+    return InvalidArgumentError(
+        fmt::format("--dataset must be random, tinystories, prefix-sharing or multi-turn, got '{}'",
+                    o.dataset));
   w.text_prompts = true;
   w.tokenizer = toks.name();
   w.probe_prompt = "Once upon a time";

@@ -18,6 +18,7 @@
 #include "engine/engine_core.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
+#include "spdlog/spdlog.h"
 
 namespace pagellm::cli {
 namespace {
@@ -58,8 +59,7 @@ StatusOr<std::vector<bench::TokenPrompt>> BuildPrompts(const ThroughputOptions& 
   }
   if (o.dataset == "tinystories") {
     std::string path = o.dataset_path.empty() ? bench::DefaultTinyStoriesPath() : o.dataset_path;
-    if (path.empty())
-      return NotFoundError("no TinyStories text found; pass --dataset-path");
+    if (path.empty()) return NotFoundError("no TinyStories text found; pass --dataset-path");
     ASSIGN_OR_RETURN(std::string text, bench::ReadTextFile(path));
     std::unique_ptr<bench::TextTokenizer> tok = bench::MakeLocalTextTokenizer(core.tokenizer());
     bench::TextPromptSource source(bench::SplitStories(text), tok.get());
@@ -94,9 +94,9 @@ int RunThroughput(ThroughputOptions& o) {
     const bench::TokenPrompt& p = (*prompts)[i];
     const int64_t need = static_cast<int64_t>(p.ids.size()) + p.output_len;
     if (need > core.max_model_len())
-      return Fail(fmt::format(
-          "request {} needs {} tokens ({} in + {} out) but --max-model-len is {}", i, need,
-          p.ids.size(), p.output_len, core.max_model_len()));
+      return Fail(
+          fmt::format("request {} needs {} tokens ({} in + {} out) but --max-model-len is {}", i,
+                      need, p.ids.size(), p.output_len, core.max_model_len()));
     total_in += static_cast<int64_t>(p.ids.size());
     expected_out += p.output_len;
   }
@@ -117,12 +117,17 @@ int RunThroughput(ThroughputOptions& o) {
   StepTotals totals;
   int64_t total_out = 0;
   int failed = 0;
+  int finished = 0;
   std::string first_error;
+  // Progress on stderr for long runs, at most every kProgressSeconds.
+  constexpr double kProgressSeconds = 10;
+  Clock::time_point last_progress = t0;
   while (core.HasUnfinishedRequests()) {
     auto outs = core.Step();
     if (!outs.ok()) return Fail(outs.status().message());
     for (const EngineOutput& out : *outs) {
       total_out += static_cast<int64_t>(out.new_token_ids.size());
+      finished += out.finished ? 1 : 0;
       if (!out.error.empty() || (out.finished && out.finish_reason == "abort")) {
         ++failed;
         if (first_error.empty()) first_error = out.error.empty() ? "aborted" : out.error;
@@ -134,21 +139,24 @@ int RunThroughput(ThroughputOptions& o) {
     totals.slots_used += s.kv_slots_used;
     totals.running += s.num_running;
     totals.peak_kv_usage = std::max(totals.peak_kv_usage, s.kv_usage);
+    if (std::chrono::duration<double>(Clock::now() - last_progress).count() >= kProgressSeconds) {
+      last_progress = Clock::now();
+      spdlog::info("{} / {} requests finished, {} output tokens, {} steps", finished,
+                   prompts->size(), total_out, totals.steps);
+    }
   }
   const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failed > 0)
-    return Fail(fmt::format("{} requests failed (first: {})", failed, first_error));
+  if (failed > 0) return Fail(fmt::format("{} requests failed (first: {})", failed, first_error));
   if (total_out != expected_out)
     return Fail(fmt::format("expected {} output tokens, got {}", expected_out, total_out));
 
   const EngineStats end = core.stats();
   const EngineConfig& c = core.config();
   const double n = static_cast<double>(prompts->size());
-  const double kv_waste =
-      totals.slots_allocated > 0
-          ? static_cast<double>(totals.slots_allocated - totals.slots_used) /
-                static_cast<double>(totals.slots_allocated)
-          : 0.0;
+  const double kv_waste = totals.slots_allocated > 0
+                              ? static_cast<double>(totals.slots_allocated - totals.slots_used) /
+                                    static_cast<double>(totals.slots_allocated)
+                              : 0.0;
   const double mean_running =
       totals.steps > 0 ? static_cast<double>(totals.running) / static_cast<double>(totals.steps)
                        : 0.0;
@@ -204,7 +212,7 @@ int RunThroughput(ThroughputOptions& o) {
   fmt::print("{:<32} {:.2f}% of allocated slots ({} steps)\n", "KV waste:", 100.0 * kv_waste,
              totals.steps);
   fmt::print("{:<32} {:.1f}\n", "Mean running requests/step:", mean_running);
-  fmt::print("{:<32} {:.1f}%\n", "Peak KV cache usage:", 100.0 * totals.peak_kv_usage);
+  fmt::print("{:<32} {:.2f}%\n", "Peak KV cache usage:", 100.0 * totals.peak_kv_usage);
   return 0;
 }
 
