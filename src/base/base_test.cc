@@ -64,3 +64,21 @@ TEST(HalfTest, RoundTrips) {
 
 }  // namespace
 }  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+// Jobs of very different sizes back to back: a worker waking late for one job must never run
+// a task of the next or be counted twice (this used to hang once in a while).
+TEST(ThreadPoolTest, AlternatingJobSizesNeverHangOrRepeat) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 20000; ++rep) {
+    const int64_t n = (rep % 2) ? 1 + rep % 7 : 2 + rep % 61;
+    std::vector<int> hits(n, 0);
+    pool.Run(n, [&](int64_t t, int) { ++hits[t]; });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "rep " << rep << " task " << i;
+  }
+}
+
+}  // namespace
+}  // namespace pagellm

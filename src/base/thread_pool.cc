@@ -18,6 +18,9 @@ inline void CpuRelax() {
 }
 
 constexpr uint64_t Pack(uint64_t job, uint64_t index) { return (job << 32) | index; }
+// Index of a finished job: above any task count (< 2^31), and a few stale increments still
+// stay below 2^32, so they never spill into the job bits.
+constexpr uint64_t kClosedIndex = 0x7fffffffu;
 constexpr uint64_t JobOf(uint64_t claim) { return claim >> 32; }
 constexpr uint64_t IndexOf(uint64_t claim) { return claim & 0xffffffffu; }
 }  // namespace
@@ -84,6 +87,11 @@ void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx) {
       std::this_thread::yield();
     }
   }
+  // Close the job before the next RunImpl overwrites fn_/ctx_/num_tasks_: a worker that loaded
+  // this job's claim earlier must find no task left, whatever num_tasks_ becomes. Without this
+  // a late worker could pair an old claim with the next job's larger num_tasks_, run a task
+  // twice and overshoot done_ (a hang).
+  claim_.store(Pack(job, kClosedIndex), std::memory_order_release);
 }
 
 void ThreadPool::WorkerLoop(int thread_index) {
