@@ -8,8 +8,11 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libpcre2-dev libxxhash-dev libssl-dev libgtest-dev libbenchmark-dev
   python3 python3-numpy python3-jinja2 python3-sentencepiece python3-pytest
-  nodejs npm
 )
+# Node.js and npm (for the official `openai` client in end-to-end tests): Debian's packages only
+# when the machine has none; a machine with its own Node.js keeps it (Debian's npm conflicts).
+command -v node >/dev/null 2>&1 || APT_PACKAGES+=(nodejs)
+command -v npm >/dev/null 2>&1 || APT_PACKAGES+=(npm)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -27,6 +30,7 @@ fi
 
 # The official OpenAI client, for end-to-end server tests.
 here="$(cd "$(dirname "$0")/.." && pwd)"
-if [ -f "$here/tests/e2e/package.json" ] && [ ! -d "$here/tests/e2e/node_modules/openai" ]; then
+if command -v npm >/dev/null 2>&1 && [ -f "$here/tests/e2e/package.json" ] &&
+  [ ! -d "$here/tests/e2e/node_modules/openai" ]; then
   (cd "$here/tests/e2e" && npm install --no-audit --no-fund --loglevel=error)
 fi
