@@ -16,6 +16,7 @@ CommandFn RegisterInspect(CLI::App& app);
 CommandFn RegisterLogits(CLI::App& app);
 CommandFn RegisterBench(CLI::App& app);
 CommandFn RegisterPlan(CLI::App& app);
+CommandFn RegisterServe(CLI::App& app);
 
 // Prints "error: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);

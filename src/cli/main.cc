@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
       pagellm::cli::RegisterInspect);
   add("logits", "Write raw float32 logits at every position for given token ids",
       pagellm::cli::RegisterLogits);
-  add("bench", "Benchmarks: latency", pagellm::cli::RegisterBench);
+  add("bench", "Benchmarks: latency, throughput, serve", pagellm::cli::RegisterBench);
   add("plan", "KV-cache capacity plan: blocks, tokens, concurrency on a deployment",
       pagellm::cli::RegisterPlan);
+  add("serve", "OpenAI-compatible HTTP server with Prometheus metrics", pagellm::cli::RegisterServe);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr: stdout carries the command's output (text, JSON).

@@ -1,0 +1,216 @@
+#include "server/api_server.h"
+
+#include <ctime>
+
+#include "fmt/format.h"
+#include "server/http_util.h"
+#include "server/openai_handlers.h"
+#include "spdlog/spdlog.h"
+
+namespace pagellm {
+namespace {
+
+// Compares without an early exit, so response timing does not reveal how much of a guessed
+// key was right.
+bool ConstantTimeEquals(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+const char* ReasonPhrase(int status) {
+  switch (status) {
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Request Entity Too Large";
+    case 414:
+      return "URI Too Long";
+    case 416:
+      return "Range Not Satisfiable";
+    default:
+      return status >= 500 ? "Internal Server Error" : "Bad Request";
+  }
+}
+
+}  // namespace
+
+ApiServer::ApiServer(const ServerConfig& config) : config_(config) {}
+
+ApiServer::~ApiServer() {
+  Stop();
+}
+
+Status ApiServer::Start() {
+  const int threads = std::max(4, config_.http_threads);
+  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_.set_payload_max_length(config_.max_body_size);
+  // Clients (the OpenAI SDKs) keep connections alive across many requests; closing them
+  // after httplib's default of 5 requests makes them retry on a dead socket.
+  server_.set_keep_alive_max_count(100000);
+  server_.set_keep_alive_timeout(5);  // uvicorn's; an idle connection holds a thread
+  server_.set_read_timeout(30);
+  server_.set_write_timeout(30);
+  RegisterRoutes();
+  server_.set_error_handler(
+      httplib::Server::HandlerWithResponse([this](const httplib::Request&, httplib::Response& res) {
+        // Handlers write their own error bodies; this fills the ones httplib made (no route,
+        // body over --max-body-size, unparsable request line).
+        if (!res.body.empty() || res.content_length_ > 0)
+          return httplib::Server::HandlerResponse::Unhandled;
+        ApiError e = res.status == 404 ? ApiError::NotFound("Not Found")
+                     : res.status == 413
+                         ? ApiError::PayloadTooLarge(config_.max_body_size)
+                         : ApiError{res.status, "BadRequestError", ReasonPhrase(res.status), ""};
+        e.status = res.status;
+        SendError(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  server_.set_exception_handler(
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "unknown exception";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          what = e.what();
+        } catch (...) {
+        }
+        spdlog::error("{} {}: {}", req.method, req.path, what);
+        SendError(res, ApiError::Internal(what));
+      });
+  server_.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    spdlog::debug("{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path,
+                  req.version, res.status);
+  });
+  if (config_.port == 0) {
+    port_ = server_.bind_to_any_port(config_.host);
+    if (port_ <= 0) return UnavailableError(fmt::format("cannot bind to {}", config_.host));
+  } else {
+    if (!server_.bind_to_port(config_.host, config_.port))
+      return UnavailableError(
+          fmt::format("cannot bind to {}:{} (in use, or not an address of "
+                      "this host?)",
+                      config_.host, config_.port));
+    port_ = config_.port;
+  }
+  listen_thread_ = std::thread([this] { server_.listen_after_bind(); });
+  return Status::Ok();
+}
+
+void ApiServer::SetReady(ServingContext* ctx) {
+  ctx_.store(ctx, std::memory_order_release);
+}
+
+void ApiServer::BeginShutdown() {
+  stopping_.store(true);
+  if (ServingContext* ctx = ready()) ctx->set_stopping();
+}
+
+void ApiServer::Stop() {
+  if (!listen_thread_.joinable()) return;
+  BeginShutdown();
+  server_.stop();
+  listen_thread_.join();
+  // No handler runs any more; forget the context, which may be destroyed before this server.
+  ctx_.store(nullptr);
+}
+
+bool ApiServer::Authorized(const httplib::Request& req) const {
+  if (config_.api_key.empty()) return true;
+  const std::string header = req.get_header_value("Authorization");
+  const std::string prefix = "Bearer ";
+  if (header.compare(0, prefix.size(), prefix) != 0) return false;
+  return ConstantTimeEquals(header.substr(prefix.size()), config_.api_key);
+}
+
+void ApiServer::Route(const char* method, const std::string& path, Access access, Handler handler) {
+  auto wrapped = [this, access, handler](const httplib::Request& req, httplib::Response& res) {
+    const Clock::time_point arrival = Clock::now();
+    if (access == Access::kApiKey && !Authorized(req))
+      return SendError(res, ApiError::Unauthorized());
+    if (stopping_.load())
+      return SendError(res, ApiError::Unavailable("The server is shutting down."));
+    ServingContext* ctx = ready();
+    if (ctx == nullptr)
+      return SendError(res, ApiError::Unavailable("The model is still loading; retry shortly."));
+    try {
+      handler(*ctx, req, res, arrival);
+    } catch (const std::exception& e) {
+      // A handler bug must cost one request, not the server.
+      spdlog::error("{} {}: {}", req.method, req.path, e.what());
+      SendError(res, ApiError::Internal(e.what()));
+    }
+  };
+  auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+    SendError(res, ApiError::MethodNotAllowed());
+  };
+  if (std::string(method) == "GET") {
+    server_.Get(path, wrapped);
+    server_.Post(path, not_allowed);
+  } else {
+    server_.Post(path, wrapped);
+    server_.Get(path, not_allowed);
+  }
+}
+
+void ApiServer::RegisterRoutes() {
+  auto adapt = [](void (*fn)(ServingContext&, const httplib::Request&, httplib::Response&)) {
+    return [fn](ServingContext& c, const httplib::Request& q, httplib::Response& r,
+                Clock::time_point) { fn(c, q, r); };
+  };
+  Route("POST", "/v1/completions", Access::kApiKey, HandleCompletions);
+  Route("POST", "/v1/chat/completions", Access::kApiKey, HandleChatCompletions);
+  Route("GET", "/v1/models", Access::kApiKey, adapt(HandleModels));
+  Route("GET", R"(/v1/models/([^/]+))", Access::kApiKey,
+        [](ServingContext& ctx, const httplib::Request& req, httplib::Response& res,
+           Clock::time_point) {
+          const std::string name = req.matches[1];
+          for (const std::string& served : ctx.config().served_model_names) {
+            if (served != name) continue;
+            return SendJson(res, 200,
+                            {{"id", name},
+                             {"object", "model"},
+                             {"created", static_cast<int64_t>(std::time(nullptr))},
+                             {"owned_by", "pagellm"},
+                             {"root", ctx.config().model_path},
+                             {"parent", nullptr},
+                             {"max_model_len", ctx.max_model_len()}});
+          }
+          ApiError e = ApiError::NotFound(fmt::format("The model `{}` does not exist.", name));
+          e.param = "model";
+          SendError(res, e);
+        });
+  Route("POST", "/tokenize", Access::kOpen, adapt(HandleTokenize));
+  Route("POST", "/detokenize", Access::kOpen, adapt(HandleDetokenize));
+  Route(
+      "POST", "/reset_prefix_cache", Access::kApiKey,
+      [](ServingContext& ctx, const httplib::Request&, httplib::Response& res, Clock::time_point) {
+        const bool reset = ctx.engine().ResetPrefixCache();
+        SendJson(res, 200, {{"reset", reset}});
+      });
+  // Probes: /health is 200 once the model serves (503 while loading or stopping, from the
+  // wrapper); /version answers at any time.
+  Route("GET", "/health", Access::kOpen,
+        [](ServingContext&, const httplib::Request&, httplib::Response& res, Clock::time_point) {
+          res.status = 200;
+        });
+  server_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    SendJson(res, 200, {{"version", PAGELLM_VERSION}});
+  });
+  Route(
+      "GET", "/metrics", Access::kOpen,
+      [](ServingContext& ctx, const httplib::Request&, httplib::Response& res, Clock::time_point) {
+        res.status = 200;
+        res.set_content(ctx.metrics().Render(ctx.engine().stats()),
+                        "text/plain; version=0.0.4; charset=utf-8");
+      });
+}
+
+}  // namespace pagellm

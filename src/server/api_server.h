@@ -1,0 +1,63 @@
+// ApiServer: the HTTP front of `pagellm serve` (cpp-httplib, one thread per connection). It
+// listens before the model is loaded so that /health can say 503 while loading, then routes
+// the OpenAI-compatible API to the handlers once SetReady() hands it a ServingContext.
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions, GET /v1/models[/{id}],
+// POST /tokenize, POST /detokenize, GET /health, GET /version, GET /metrics,
+// POST /reset_prefix_cache. With an API key, /v1/* and /reset_prefix_cache need
+// "Authorization: Bearer <key>" (vLLM protects /v1/*); the rest stay open for probes and
+// scrapers. Every error is a JSON body in OpenAI's shape.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+
+#include "server/server_config.h"
+#include "server/serving_context.h"
+
+namespace pagellm {
+
+class ApiServer {
+ public:
+  explicit ApiServer(const ServerConfig& config);
+  ~ApiServer();  // Stop()
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Binds host:port (port 0 picks a free one) and serves on background threads.
+  Status Start();
+  int port() const { return port_; }
+  // The model is loaded: the API goes live. `ctx` must outlive Stop().
+  void SetReady(ServingContext* ctx);
+  // New requests get 503 from now on; requests in flight continue (the caller then shuts the
+  // engine down, which aborts them, and their responses end).
+  void BeginShutdown();
+  // Closes the listening socket and waits for every connection to finish. Idempotent.
+  void Stop();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  using Handler = std::function<void(ServingContext&, const httplib::Request&, httplib::Response&,
+                                     Clock::time_point arrival)>;
+  enum class Access { kOpen, kApiKey };
+
+  void RegisterRoutes();
+  // Adds `handler` at `path` for `method` ("GET"/"POST"); the other method answers 405.
+  void Route(const char* method, const std::string& path, Access access, Handler handler);
+  bool Authorized(const httplib::Request& req) const;
+  ServingContext* ready() const { return ctx_.load(std::memory_order_acquire); }
+
+  const ServerConfig& config_;
+  httplib::Server server_;
+  std::thread listen_thread_;
+  std::atomic<ServingContext*> ctx_{nullptr};
+  std::atomic<bool> stopping_{false};
+  int port_ = 0;
+};
+
+}  // namespace pagellm

@@ -1,0 +1,195 @@
+// POST /v1/chat/completions: messages -> chat template -> tokens (the template writes BOS and
+// the other special tokens as text, so they are parsed as special tokens and nothing is added
+// again, as vLLM does with add_special_tokens=false) -> the engine.
+#include <ctime>
+
+#include "fmt/format.h"
+#include "server/http_util.h"
+#include "server/logprobs_json.h"
+#include "server/openai_handlers.h"
+#include "server/request_options.h"
+#include "server/sse_stream.h"
+
+namespace pagellm {
+namespace {
+
+using json = nlohmann::ordered_json;
+using OJson = nlohmann::ordered_json;
+
+json ChatLogprobs(const ServingContext& ctx, const std::vector<TokenLogprobEntry>& entries,
+                  int num_top, bool as_ids) {
+  return {{"content", ChatLogprobsContent(ctx, entries, num_top, as_ids)}};
+}
+
+struct ChatStream {
+  ServingContext* ctx;
+  std::unique_ptr<Generation> gen;
+  RequestOptions opts;
+  std::string id;
+  int64_t created;
+  std::string role;
+  std::string echo;
+  int num_top = 0;
+  int64_t prompt_tokens = 0;
+  std::vector<ChoiceResult> results;
+
+  json Chunk(json choices) const {
+    return {{"id", id},
+            {"object", "chat.completion.chunk"},
+            {"created", created},
+            {"model", ctx->model_name()},
+            {"choices", std::move(choices)}};
+  }
+
+  json Usage(int64_t completion, int64_t cached) const {
+    return UsageJson(prompt_tokens, completion, cached);
+  }
+
+  void Prologue(std::string* out) const {
+    // Every choice opens with the role, then (with echo) the echoed text.
+    for (size_t k = 0; k < results.size(); ++k) {
+      *out += SseEvent(Chunk(json::array({{{"index", k},
+                                           {"delta", {{"role", role}, {"content", ""}}},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}}})));
+      if (!echo.empty()) {
+        *out += SseEvent(Chunk(json::array({{{"index", k},
+                                             {"delta", {{"content", echo}}},
+                                             {"logprobs", nullptr},
+                                             {"finish_reason", nullptr}}})));
+      }
+    }
+  }
+
+  void OnItem(GenerationItem& item, std::string* out) {
+    const int k = item.index;
+    const EngineOutput& o = item.output;
+    ChoiceResult& r = results[k];
+    r.Add(o);
+    if (!o.error.empty()) {
+      *out += SseEvent(ApiError::BadRequest(o.error).ToJson());
+      return;
+    }
+    if (o.new_text.empty() && o.new_logprobs.empty() && !o.finished) return;
+    json choice = {{"index", k},
+                   {"delta", {{"content", o.new_text}}},
+                   {"logprobs", opts.params.logprobs ? ChatLogprobs(*ctx, o.new_logprobs, num_top,
+                                                                    opts.return_tokens_as_token_ids)
+                                                     : json(nullptr)},
+                   {"finish_reason", o.finished ? json(o.finish_reason) : json(nullptr)}};
+    if (o.finished) choice["stop_reason"] = StopReasonJson(o.stop_reason, opts.params);
+    json chunk = Chunk(json::array({std::move(choice)}));
+    if (opts.include_usage && opts.continuous_usage_stats)
+      chunk["usage"] = Usage(static_cast<int64_t>(r.token_ids.size()), r.num_cached_tokens);
+    *out += SseEvent(chunk);
+  }
+
+  void Epilogue(std::string* out) const {
+    if (!opts.include_usage) return;
+    int64_t completion = 0;
+    for (const ChoiceResult& r : results) completion += static_cast<int64_t>(r.token_ids.size());
+    json chunk = Chunk(json::array());
+    chunk["usage"] = Usage(completion, results.empty() ? 0 : results[0].num_cached_tokens);
+    *out += SseEvent(chunk);
+  }
+};
+
+}  // namespace
+
+void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res,
+                           Arrival arrival) {
+  // Ordered, because templates that dump messages or tools with tojson must see the client's
+  // key order (Python dicts keep it).
+  auto obody = ParseOrderedJsonObject(req.body);
+  if (!obody.ok()) return SendError(res, ApiError::BadRequest(obody.status().message()));
+  const nlohmann::json body(*obody);
+  if (auto e = ctx.CheckModel(body)) return SendError(res, *e);
+  WarnIgnoredFields(body, Endpoint::kChat);
+  auto opts = ParseRequestOptions(body, Endpoint::kChat, ctx);
+  if (!opts.ok()) return SendError(res, ApiError::FromStatus(opts.status()));
+  auto prompt = ctx.RenderChat(*obody);
+  if (!prompt.ok())
+    return SendError(res, ApiError::BadRequest(prompt.status().message(), "messages"));
+  std::vector<std::vector<int32_t>> ids = {ctx.Tokenize(*prompt, opts->add_special_tokens)};
+  TruncatePrompts(&ids, *opts);
+
+  // The reply's role: the assistant's after a generation prompt, else the final message's
+  // (the model continues that turn).
+  const OJson& messages = (*obody)["messages"];
+  const OJson& last = messages.back();
+  const bool continue_final = body.value("continue_final_message", json(false)) == json(true);
+  const json agp = body.value("add_generation_prompt", json(!continue_final));
+  std::string role = "assistant";
+  if (agp == json(false) && last.contains("role") && last["role"].is_string())
+    role = last["role"].get<std::string>();
+  std::string echo;
+  if (opts->echo && last.value("role", OJson("")) == OJson(role) && last.contains("content") &&
+      last["content"].is_string())
+    echo = last["content"].get<std::string>();
+  const int num_top = opts->params.logprobs ? std::max(0, *opts->params.logprobs) : 0;
+
+  const std::string id = ctx.NewRequestId("chatcmpl");
+  ctx.LogRequest(id, *prompt, ids[0], opts->params);
+  const int n = opts->params.n;
+  std::unique_ptr<Generation> gen = StartOrRespond(ctx, FanOut(id, ids, *opts), n, arrival, res);
+  if (!gen) return;
+  const int64_t created = static_cast<int64_t>(std::time(nullptr));
+  const int64_t prompt_tokens = static_cast<int64_t>(ids[0].size());
+
+  if (!opts->stream) {
+    std::vector<ChoiceResult> results = gen->Collect();
+    if (auto e = ResultError(ctx, results)) return SendError(res, *e);
+    json choices = json::array();
+    int64_t completion_tokens = 0;
+    for (size_t k = 0; k < results.size(); ++k) {
+      const ChoiceResult& r = results[k];
+      completion_tokens += static_cast<int64_t>(r.token_ids.size());
+      choices.push_back(
+          {{"index", k},
+           {"message", {{"role", role}, {"content", echo + r.text}, {"tool_calls", json::array()}}},
+           {"logprobs", opts->params.logprobs ? ChatLogprobs(ctx, r.logprobs, num_top,
+                                                             opts->return_tokens_as_token_ids)
+                                              : json(nullptr)},
+           {"finish_reason", r.finish_reason},
+           {"stop_reason", StopReasonJson(r.stop_reason, opts->params)}});
+    }
+    return SendJson(res, 200,
+                    {{"id", id},
+                     {"object", "chat.completion"},
+                     {"created", created},
+                     {"model", ctx.model_name()},
+                     {"choices", std::move(choices)},
+                     {"usage", UsageJson(prompt_tokens, completion_tokens,
+                                         results.empty() ? 0 : results[0].num_cached_tokens)},
+                     {"prompt_logprobs", opts->return_prompt_logprobs && !results.empty()
+                                             ? PromptLogprobsJson(ctx, results[0].prompt_logprobs)
+                                             : json(nullptr)}});
+  }
+
+  auto stream = std::make_shared<ChatStream>();
+  stream->ctx = &ctx;
+  stream->opts = std::move(*opts);
+  stream->id = id;
+  stream->created = created;
+  stream->role = role;
+  stream->echo = echo;
+  stream->num_top = num_top;
+  stream->prompt_tokens = prompt_tokens;
+  stream->results.resize(gen->size());
+  stream->gen = std::move(gen);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [stream](size_t, httplib::DataSink& sink) {
+        SseCallbacks cb;
+        cb.prologue = [&](std::string* out) { stream->Prologue(out); };
+        cb.on_item = [&](GenerationItem& item, std::string* out) { stream->OnItem(item, out); };
+        cb.epilogue = [&](std::string* out) { stream->Epilogue(out); };
+        return PumpSse(*stream->gen, sink, cb, stream->id);
+      },
+      [stream](bool success) {
+        if (!success) stream->gen->AbortAll();
+      });
+}
+
+}  // namespace pagellm

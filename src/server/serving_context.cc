@@ -1,0 +1,172 @@
+#include "server/serving_context.h"
+
+#include <random>
+
+#include "engine/sampling_params_json.h"
+#include "fmt/format.h"
+#include "fmt/ranges.h"
+#include "server/http_util.h"
+#include "spdlog/spdlog.h"
+
+namespace pagellm {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Type checks of the chat template options: a wrong type is the client's error, not a silent
+// default.
+Status CheckOptionType(const nlohmann::ordered_json& body, const char* key,
+                       bool (*ok)(const nlohmann::ordered_json&), const char* want) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null() || ok(*it)) return Status::Ok();
+  return InvalidArgumentError(fmt::format("'{}' must be {}", key, want));
+}
+
+}  // namespace
+
+ServingContext::ServingContext(const ServerConfig& config, AsyncEngine* engine,
+                               EngineMetrics* metrics, std::optional<ChatTemplate> chat_template)
+    : config_(config),
+      engine_(engine),
+      metrics_(metrics),
+      chat_template_(std::move(chat_template)),
+      default_params_(DefaultSamplingParams(engine->core().model())),
+      id_salt_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
+
+int32_t ServingContext::vocab_size() const {
+  return engine_->core().model_config().vocab_size;
+}
+
+std::optional<ApiError> ServingContext::CheckModel(const nlohmann::json& body) const {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return ApiError::BadRequest("'model' must be a string", "model");
+  const std::string name = it->get<std::string>();
+  if (name.empty()) return std::nullopt;
+  for (const std::string& served : config_.served_model_names)
+    if (served == name) return std::nullopt;
+  ApiError e = ApiError::NotFound(fmt::format("The model `{}` does not exist.", name));
+  e.param = "model";
+  return e;
+}
+
+std::vector<int32_t> ServingContext::Tokenize(const std::string& text, bool add_special) const {
+  const Tokenizer& tok = tokenizer();
+  std::vector<int32_t> ids = tok.Encode(text, add_special, /*parse_special=*/true);
+  if (ids.empty() && add_special && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
+  return ids;
+}
+
+std::string ServingContext::TokenText(int32_t id) const {
+  const int32_t ids[1] = {id};
+  return tokenizer().DecodeContinuation(ids, /*skip_special=*/false);
+}
+
+StatusOr<std::string> ServingContext::RenderChat(const nlohmann::ordered_json& body) const {
+  using OJson = nlohmann::ordered_json;
+  auto messages = body.find("messages");
+  if (messages == body.end() || messages->is_null())
+    return InvalidArgumentError("'messages' is required");
+  if (!messages->is_array()) return InvalidArgumentError("'messages' must be a list of messages");
+  if (messages->empty()) return InvalidArgumentError("'messages' must not be empty");
+  auto is_bool = [](const OJson& v) { return v.is_boolean(); };
+  auto is_array = [](const OJson& v) { return v.is_array(); };
+  auto is_object = [](const OJson& v) { return v.is_object(); };
+  RETURN_IF_ERROR(CheckOptionType(body, "add_generation_prompt", is_bool, "a boolean"));
+  RETURN_IF_ERROR(CheckOptionType(body, "continue_final_message", is_bool, "a boolean"));
+  RETURN_IF_ERROR(CheckOptionType(body, "tools", is_array, "a list of tools"));
+  RETURN_IF_ERROR(CheckOptionType(body, "documents", is_array, "a list of documents"));
+  RETURN_IF_ERROR(CheckOptionType(body, "chat_template_kwargs", is_object, "an object"));
+  if (auto it = body.find("chat_template"); it != body.end() && !it->is_null()) {
+    return InvalidArgumentError(
+        "Chat template is passed with request, but the server does not trust request chat "
+        "templates. Refused request with untrusted chat template.");
+  }
+  if (!chat_template_) {
+    return InvalidArgumentError(
+        "As of transformers v4.44, default chat template is no longer allowed, so you must "
+        "provide a chat template if the tokenizer does not define one.");
+  }
+  auto flag = [&](const char* key) -> std::optional<bool> {
+    auto it = body.find(key);
+    if (it == body.end() || !it->is_boolean()) return std::nullopt;
+    return it->get<bool>();
+  };
+  const bool continue_final = flag("continue_final_message").value_or(false);
+  // vLLM's default is a generation prompt; we let an unset one yield to
+  // continue_final_message (only the explicit combination is an error, from the template).
+  OJson options = OJson::object();
+  options["add_generation_prompt"] = flag("add_generation_prompt").value_or(!continue_final);
+  options["continue_final_message"] = continue_final;
+  for (const char* key : {"tools", "documents", "chat_template_kwargs"}) {
+    auto it = body.find(key);
+    if (it != body.end() && !it->is_null()) options[key] = *it;
+  }
+  const Tokenizer& tok = tokenizer();
+  if (tok.bos_id() >= 0) options["bos_token"] = tok.bos_token();
+  if (tok.eos_id() >= 0) options["eos_token"] = tok.eos_token();
+  auto rendered = chat_template_->Apply(*messages, options);
+  if (!rendered.ok()) {
+    // Whatever the template raised (raise_exception, a type error, bad messages) is the
+    // request's fault as far as the client can tell: a 400 with the template's message.
+    return InvalidArgumentError(rendered.status().message());
+  }
+  return rendered;
+}
+
+std::string ServingContext::NewRequestId(const char* prefix) {
+  const uint64_t n = id_counter_.fetch_add(1, std::memory_order_relaxed);
+  return fmt::format("{}-{:016x}{:016x}", prefix, SplitMix64(id_salt_ ^ n),
+                     SplitMix64(id_salt_ + 2 * n + 1));
+}
+
+bool ServingContext::TryReserveQueued(int n) {
+  if (config_.max_queued_requests <= 0) {
+    num_queued_.fetch_add(n, std::memory_order_relaxed);
+    return true;
+  }
+  int current = num_queued_.load(std::memory_order_relaxed);
+  do {
+    if (current + n > config_.max_queued_requests) return false;
+  } while (!num_queued_.compare_exchange_weak(current, current + n, std::memory_order_relaxed));
+  return true;
+}
+
+void ServingContext::LogRequest(const std::string& id, const std::string& prompt,
+                                const std::vector<int32_t>& prompt_ids,
+                                const SamplingParams& params) const {
+  if (config_.disable_log_requests) return;
+  std::string shown = prompt;
+  std::vector<int32_t> shown_ids = prompt_ids;
+  if (config_.max_log_len) {
+    const size_t limit = static_cast<size_t>(std::max(0, *config_.max_log_len));
+    // Cut at a character boundary so the log stays valid UTF-8.
+    if (shown.size() > limit) {
+      size_t cut = limit;
+      while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) --cut;
+      shown.resize(cut);
+    }
+    if (shown_ids.size() > limit) shown_ids.resize(limit);
+  }
+  spdlog::info("Received request {}: prompt: {}, params: {}, prompt_token_ids: [{}]", id,
+               DumpJson(nlohmann::json(shown)), DescribeParams(params), fmt::join(shown_ids, ", "));
+}
+
+std::string DescribeParams(const SamplingParams& p) {
+  return fmt::format(
+      "SamplingParams(n={}, temperature={}, top_p={}, top_k={}, min_p={}, presence_penalty={}, "
+      "frequency_penalty={}, repetition_penalty={}, seed={}, stop={}, stop_token_ids=[{}], "
+      "ignore_eos={}, max_tokens={}, min_tokens={}, logprobs={}, skip_special_tokens={})",
+      p.n, p.temperature, p.top_p, p.top_k, p.min_p, p.presence_penalty, p.frequency_penalty,
+      p.repetition_penalty, p.seed ? std::to_string(*p.seed) : "None",
+      DumpJson(nlohmann::json(p.stop)), fmt::join(p.stop_token_ids, ", "), p.ignore_eos,
+      p.max_tokens ? std::to_string(*p.max_tokens) : "None", p.min_tokens,
+      p.logprobs ? std::to_string(*p.logprobs) : "None", p.skip_special_tokens);
+}
+
+}  // namespace pagellm
