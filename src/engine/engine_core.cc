@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/generation_utils.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
@@ -47,14 +48,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
-  e->eos_id_ = e->tokenizer_->eos_id();
-  e->eos_ids_ = e->tokenizer_->stop_ids();
-  for (int32_t id : mc.eos_token_ids)
-    if (std::find(e->eos_ids_.begin(), e->eos_ids_.end(), id) == e->eos_ids_.end())
-      e->eos_ids_.push_back(id);
-  if (e->eos_id_ >= 0 &&
-      std::find(e->eos_ids_.begin(), e->eos_ids_.end(), e->eos_id_) == e->eos_ids_.end())
-    e->eos_ids_.push_back(e->eos_id_);
+  e->eos_ids_ = DefaultStopTokenIds(e->tokenizer_.get(), mc, &e->eos_id_);
   return e;
 }
 
@@ -120,13 +114,7 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
     out.prompt_logprobs = std::move(st.prompt_logprobs);
     st.prompt_logprobs_sent = true;
   }
-  if (st.params.logprobs.has_value()) {
-    TokenLogprobEntry e;
-    e.token_id = s.token;
-    e.logprob = s.logprob.value_or(0.0f);
-    for (const TokenLogprob& t : s.top_logprobs) e.top.emplace_back(t.id, t.logprob);
-    out.new_logprobs.push_back(std::move(e));
-  }
+  if (st.params.logprobs.has_value()) out.new_logprobs.push_back(ToLogprobEntry(s));
   const std::string piece = st.detok->Push(s.token);
   out.new_text = st.stop.Append(s.token, piece);
   sampled.token_ids = {s.token};
@@ -143,11 +131,7 @@ void EngineCore::ScorePromptTokens(const ScheduledRequest& sched, int32_t first_
     const SampleResult r = sampler.ScoreToken(
         std::span<const float>(forward_out_.row(first_row + j), model_->config.vocab_size),
         st.prompt[next], n);
-    TokenLogprobEntry e;
-    e.token_id = r.token;
-    e.logprob = r.logprob.value_or(0.0f);
-    for (const TokenLogprob& t : r.top_logprobs) e.top.emplace_back(t.id, t.logprob);
-    st.prompt_logprobs.push_back(std::move(e));
+    st.prompt_logprobs.push_back(ToLogprobEntry(r));
   }
 }
 
@@ -194,7 +178,8 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     const RequestState& st = *states_.at(r.request_id);
     const bool all_logits =
         st.params.prompt_logprobs.has_value() && r.num_computed_tokens < st.num_prompt_tokens;
-    batch_.seqs.push_back({r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, all_logits});
+    batch_.seqs.push_back(
+        {r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, all_logits});
   }
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
 
@@ -238,11 +223,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
       // The stop checker knows why (stop string vs token vs length); the scheduler only caps.
       if (st.stop.finished()) {
         o.finish_reason = FinishReasonName(*st.stop.finish_reason());
-        if (const auto* id = std::get_if<int32_t>(&st.stop.stop_reason())) {
-          o.stop_reason = std::to_string(*id);
-        } else if (const auto* s = std::get_if<std::string>(&st.stop.stop_reason())) {
-          o.stop_reason = *s;
-        }
+        o.stop_reason = StopReasonText(st.stop.stop_reason());
       } else {
         o.finish_reason = std::string(FinishReasonName(u.status));
       }

@@ -2,6 +2,7 @@
 
 #include <variant>
 
+#include "engine/generation_utils.h"
 #include "fmt/format.h"
 #include "sample/stop_checker.h"
 
@@ -34,16 +35,8 @@ StatusOr<CompletionOutput> SequentialGenerator::Generate(std::span<const int32_t
   std::vector<int32_t> block_table(blocks_needed);
   for (int i = 0; i < blocks_needed; ++i) block_table[i] = i + 1;
 
-  std::vector<int32_t> eos_ids;
-  int32_t eos = config.eos_token_ids.empty() ? -1 : config.eos_token_ids.front();
-  if (tokenizer != nullptr) {
-    eos = tokenizer->eos_id();
-    eos_ids = tokenizer->stop_ids();
-  }
-  for (int32_t id : config.eos_token_ids)
-    if (std::find(eos_ids.begin(), eos_ids.end(), id) == eos_ids.end()) eos_ids.push_back(id);
-  if (eos >= 0 && std::find(eos_ids.begin(), eos_ids.end(), eos) == eos_ids.end())
-    eos_ids.push_back(eos);
+  int32_t eos = -1;
+  const std::vector<int32_t> eos_ids = DefaultStopTokenIds(tokenizer, config, &eos);
 
   StopChecker stop(params, eos, eos_ids, StopChecker::OutputLimit(params, prompt_len, max_len));
   SamplerState rng(params.seed, seeds_);
@@ -65,13 +58,7 @@ StatusOr<CompletionOutput> SequentialGenerator::Generate(std::span<const int32_t
     SamplingInput in{params, prompt_ids, result.token_ids, eos_ids};
     SampleResult s = sampler_.Sample(std::span<const float>(out.row(0), out.vocab_size), in, rng);
     result.token_ids.push_back(s.token);
-    if (params.logprobs.has_value()) {
-      TokenLogprobEntry e;
-      e.token_id = s.token;
-      e.logprob = s.logprob.value_or(0.0f);
-      for (const TokenLogprob& t : s.top_logprobs) e.top.emplace_back(t.id, t.logprob);
-      result.logprobs.push_back(std::move(e));
-    }
+    if (params.logprobs.has_value()) result.logprobs.push_back(ToLogprobEntry(s));
     const std::string piece = detok ? detok->Push(s.token) : std::string();
     const std::string delta = stop.Append(s.token, piece);
     if (on_text && !delta.empty()) on_text(delta);
@@ -86,11 +73,7 @@ StatusOr<CompletionOutput> SequentialGenerator::Generate(std::span<const int32_t
   const size_t streamed = result.text.size() - stop.held_back();
   if (on_text && streamed < result.text.size()) on_text(result.text.substr(streamed));
   result.finish_reason = FinishReasonName(*stop.finish_reason());
-  if (const auto* id = std::get_if<int32_t>(&stop.stop_reason())) {
-    result.stop_reason = std::to_string(*id);
-  } else if (const auto* str = std::get_if<std::string>(&stop.stop_reason())) {
-    result.stop_reason = *str;
-  }
+  result.stop_reason = StopReasonText(stop.stop_reason());
   return result;
 }
 
