@@ -108,6 +108,12 @@ void AsyncEngine::Loop() {
         continue;
       }
       if (on_step_ && core_->last_step_num_tokens() > 0) on_step_(core_->last_step_num_tokens());
+      // Publish the step's stats before any client learns its request finished, so a client
+      // that reads /metrics right after its response sees the counters of that step.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stats_ = core_->stats();
+      }
       for (EngineOutput& o : *outputs) {
         auto it = callbacks_.find(o.request_id);
         if (it == callbacks_.end()) continue;
