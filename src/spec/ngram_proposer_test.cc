@@ -1,0 +1,109 @@
+// N-gram proposer: exact proposals for hand-made sequences (longest match, earliest occurrence,
+// caps) and agreement with a brute-force reference on random sequences.
+#include "spec/ngram_proposer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+namespace pagellm {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+TEST(NgramProposerTest, NoMatchGivesNothing) {
+  const NgramProposer p(1, 3, 4);
+  EXPECT_EQ(p.Propose(Ids{1, 2, 3, 4}), Ids{});
+  EXPECT_EQ(p.Propose(Ids{}), Ids{});
+  EXPECT_EQ(p.Propose(Ids{7}), Ids{});
+}
+
+TEST(NgramProposerTest, ProposesWhatFollowedTheMatch) {
+  const NgramProposer p(1, 3, 2);
+  // Last 2-gram {1, 2} occurred at [0, 2), followed by 3, 4.
+  EXPECT_EQ(p.Propose(Ids{1, 2, 3, 4, 1, 2}), (Ids{3, 4}));
+}
+
+TEST(NgramProposerTest, LongestMatchWinsOverEarlierShorterOne) {
+  const Ids tokens = {2, 3, 9, 1, 2, 3, 7, 1, 2, 3};
+  // {1, 2, 3} occurs at [3, 6): the 3-gram beats the earlier 2-gram {2, 3} at [0, 2).
+  EXPECT_EQ(NgramProposer(1, 3, 3).Propose(tokens), (Ids{7, 1, 2}));
+  // With n capped at 2 both occurrences are 2-grams and the earliest wins.
+  EXPECT_EQ(NgramProposer(1, 2, 3).Propose(tokens), (Ids{9, 1, 2}));
+}
+
+TEST(NgramProposerTest, EarliestOccurrenceWinsAsInVllm) {
+  // {1, 2} occurs at [0, 2) (then 7) and at [3, 5) (then 8).
+  EXPECT_EQ(NgramProposer(1, 2, 1).Propose(Ids{1, 2, 7, 1, 2, 8, 1, 2}), (Ids{7}));
+}
+
+TEST(NgramProposerTest, MinNFiltersShortMatches) {
+  const Ids tokens = {4, 1, 2, 3, 9, 3};  // only the 1-gram {3} recurs
+  EXPECT_EQ(NgramProposer(2, 3, 2).Propose(tokens), Ids{});
+  EXPECT_EQ(NgramProposer(1, 3, 2).Propose(tokens), (Ids{9, 3}));
+  EXPECT_EQ(NgramProposer(4, 5, 2).Propose(Ids{1, 1, 1}), Ids{});  // shorter than min_n
+}
+
+TEST(NgramProposerTest, ProposalStopsAtTheEndOfTheSequence) {
+  // {1, 2} at [1, 3) is followed by only two tokens.
+  EXPECT_EQ(NgramProposer(1, 2, 5).Propose(Ids{7, 1, 2, 1, 2}), (Ids{1, 2}));
+}
+
+TEST(NgramProposerTest, RunsOverlapTheirOwnSuffix) {
+  const Ids run = {5, 5, 5, 5};
+  EXPECT_EQ(NgramProposer(1, 3, 4).Propose(run), (Ids{5}));     // 3-gram at [0, 3)
+  EXPECT_EQ(NgramProposer(1, 2, 4).Propose(run), (Ids{5, 5}));  // 2-gram at [0, 2)
+  EXPECT_EQ(NgramProposer(1, 1, 4).Propose(run), (Ids{5, 5, 5}));
+}
+
+TEST(NgramProposerTest, MaxTokensCapsTheProposal) {
+  const NgramProposer p(1, 2, 4);
+  const Ids tokens = {1, 2, 3, 4, 5, 6, 1, 2};
+  EXPECT_EQ(p.Propose(tokens), (Ids{3, 4, 5, 6}));
+  EXPECT_EQ(p.Propose(tokens, 2), (Ids{3, 4}));
+  EXPECT_EQ(p.Propose(tokens, 9), (Ids{3, 4, 5, 6}));  // never more than k
+  EXPECT_EQ(p.Propose(tokens, 0), Ids{});
+  EXPECT_EQ(p.Propose(tokens, -3), Ids{});
+}
+
+// Straightforward definition: for n from max_n down to min_n, the first start s whose n-gram
+// equals the last n tokens and ends before the last token; propose what follows.
+Ids Reference(const Ids& tokens, int min_n, int max_n, int k) {
+  const int len = static_cast<int>(tokens.size());
+  for (int n = max_n; n >= min_n; --n) {
+    if (n > len - 1) continue;
+    for (int s = 0; s + n <= len - 1; ++s) {
+      bool match = true;
+      for (int j = 0; j < n && match; ++j) match = tokens[s + j] == tokens[len - n + j];
+      if (match) {
+        const int end = s + n;
+        return Ids(tokens.begin() + end, tokens.begin() + std::min(len, end + k));
+      }
+    }
+  }
+  return {};
+}
+
+TEST(NgramProposerTest, MatchesBruteForceOnRandomSequences) {
+  std::mt19937 rng(17);
+  int nonempty = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int alphabet = 2 + trial % 4;
+    const int len = static_cast<int>(rng() % 40);
+    Ids tokens(len);
+    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % alphabet);
+    const int min_n = 1 + static_cast<int>(rng() % 3);
+    const int max_n = min_n + static_cast<int>(rng() % 4);
+    const int k = 1 + static_cast<int>(rng() % 6);
+    const Ids want = Reference(tokens, min_n, max_n, k);
+    ASSERT_EQ(NgramProposer(min_n, max_n, k).Propose(tokens), want)
+        << "trial " << trial << " min_n " << min_n << " max_n " << max_n << " k " << k;
+    nonempty += !want.empty();
+  }
+  EXPECT_GT(nonempty, 1000);  // the comparison exercised real matches
+}
+
+}  // namespace
+}  // namespace pagellm
