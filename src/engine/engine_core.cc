@@ -128,6 +128,9 @@ void EngineCore::ScorePromptTokens(const ScheduledRequest& sched, int32_t first_
   for (int32_t j = 0; j < sched.num_scheduled_tokens; ++j) {
     const int32_t next = sched.num_computed_tokens + j + 1;
     if (next >= st.num_prompt_tokens) break;
+    // A request preempted (recompute) mid-prompt recomputes positions it already scored: entry
+    // k of prompt_logprobs belongs to prompt token k, so keep the first score of each.
+    if (next < static_cast<int32_t>(st.prompt_logprobs.size())) continue;
     const SampleResult r = sampler.ScoreToken(
         std::span<const float>(forward_out_.row(first_row + j), model_->config.vocab_size),
         st.prompt[next], n);
@@ -176,8 +179,8 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     batch_.token_ids.insert(batch_.token_ids.end(), r.token_ids.begin(), r.token_ids.end());
     // Prompt logprobs need the logits of every prompt position, not only the last.
     const RequestState& st = *states_.at(r.request_id);
-    const bool all_logits =
-        st.params.prompt_logprobs.has_value() && r.num_computed_tokens < st.num_prompt_tokens;
+    const bool all_logits = st.params.prompt_logprobs.has_value() && !st.prompt_logprobs_sent &&
+                            r.num_computed_tokens < st.num_prompt_tokens;
     batch_.seqs.push_back(
         {r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, all_logits});
   }

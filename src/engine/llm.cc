@@ -42,6 +42,7 @@ StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput
       er.params.n = 1;
       if (p.seed.has_value()) er.params.seed = *p.seed + static_cast<uint64_t>(k);
       er.priority = prompts[i].priority;
+      er.cache_salt = prompts[i].cache_salt;
       r.outputs[k].index = k;
       Status st = core_->AddRequest(er);
       if (!st.ok()) {

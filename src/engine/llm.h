@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,9 @@ struct PromptInput {
   std::string text;                // used when token_ids is empty
   std::vector<int32_t> token_ids;  // pre-tokenized prompt
   int priority = 0;
+  // Isolates this prompt's prefix-cache entries (vLLM's cache_salt): only prompts with the
+  // same salt share cached blocks.
+  std::optional<std::string> cache_salt;
 };
 
 class LLM {
