@@ -146,6 +146,43 @@ TEST(EngineInvarianceTest, Stories260K) {
   CheckInvariance(model);
 }
 
+// Quantised KV caches keep the same guarantees: a request's tokens and logprobs do not depend
+// on batching, block size or swap preemption (quantisation is per token and head, so a row's
+// bytes do not depend on its neighbours). Smaller workload per dtype to stay fast.
+TEST(EngineInvarianceTest, QuantizedKvCaches) {
+  const std::string model = kShared + "/models/stories260K";
+  if (!fs::exists(model + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
+  for (KvCacheDtype dt : {KvCacheDtype::kBFloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8,
+                          KvCacheDtype::kInt4}) {
+    const std::string name(KvCacheDtypeName(dt));
+    EngineConfig base;
+    base.model = model;
+    base.kv_cache_dtype = dt;
+    base.max_model_len = 512;
+    base.num_gpu_blocks_override = 2048;
+    base.scheduler.max_num_seqs = 32;
+    base.scheduler.max_num_batched_tokens = 512;
+    auto probe = LLM::Create(base);
+    ASSERT_TRUE(probe.ok()) << probe.status().ToString();
+    const Workload w = MakeWorkload(**probe, 24, 11);
+    probe->reset();
+    EngineConfig serial = base;
+    serial.scheduler.max_num_seqs = 1;
+    const RunResult ref = pagellm::Run(serial, w, /*one_at_a_time=*/true);
+    ASSERT_EQ(ref.outputs.size(), 24u);
+    EngineConfig c = base;
+    c.block_size = 7;
+    ExpectSameOutputs(ref, pagellm::Run(c, w, false), name + " block_size 7");
+    c = base;
+    c.num_gpu_blocks_override = 40;  // 640 tokens: preemption, one request still fits
+    c.scheduler.preemption_mode = PreemptionMode::kSwap;
+    c.swap_space_gib = 0.001;
+    RunResult r = pagellm::Run(c, w, false);
+    ExpectSameOutputs(ref, r, name + " swap preemption");
+    EXPECT_GT(r.preemptions, 0) << name;
+  }
+}
+
 TEST(EngineInvarianceTest, RandomGqaModel) {
   if (!fs::exists(kShared + "/models/stories260K/tokenizer.model"))
     GTEST_SKIP() << "shared assets absent (the random model borrows tok512)";

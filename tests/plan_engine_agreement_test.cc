@@ -31,7 +31,7 @@ struct Config {
   EngineConfig engine;
 };
 
-TEST(PlanEngineAgreementTest, BlockCountsMatchOnThreeConfigurations) {
+TEST(PlanEngineAgreementTest, BlockCountsMatchOnFiveConfigurations) {
   if (!fs::exists(kModel + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
   std::vector<Config> configs(3);
   configs[0].flags = "--gpu-memory-utilization 0.002";
@@ -46,6 +46,15 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnThreeConfigurations) {
   configs[2].engine.block_size = 256;
   configs[2].engine.scheduler.max_num_seqs = 8;
   configs[2].engine.scheduler.max_num_batched_tokens = 256;
+  // Quantised caches: int8 rows carry their scale and zero point; int4 with a skipped layer.
+  configs.resize(5);
+  configs[3].flags = "--kv-cache-memory 1MiB --kv-cache-dtype int8";
+  configs[3].engine.kv_cache_memory = 1 << 20;
+  configs[3].engine.kv_cache_dtype = KvCacheDtype::kInt8;
+  configs[4].flags = "--kv-cache-memory 1MiB --kv-cache-dtype int4 --kv-cache-dtype-skip-layers 0";
+  configs[4].engine.kv_cache_memory = 1 << 20;
+  configs[4].engine.kv_cache_dtype = KvCacheDtype::kInt4;
+  configs[4].engine.kv_cache_dtype_skip_layers = {0};
   for (Config& c : configs) {
     c.engine.model = kModel;
     auto core = EngineCore::Create(c.engine);

@@ -16,6 +16,7 @@
 #include <random>
 
 #include "engine/llm.h"
+#include "planner/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {
@@ -132,7 +133,12 @@ void ExpectCachedTokensRespectTheRules(const Workload& w, const RunResult& r,
   }
 }
 
-std::vector<std::string> KvCacheDtypesUnderTest() { return {"auto"}; }
+// Every KV cache dtype; "auto" resolves to the model's own dtype.
+std::vector<KvCacheDtype> KvCacheDtypesUnderTest() {
+  return {KvCacheDtype::kAuto,    KvCacheDtype::kBFloat16, KvCacheDtype::kFloat16,
+          KvCacheDtype::kFp8E4m3, KvCacheDtype::kFp8E5m2,  KvCacheDtype::kInt8,
+          KvCacheDtype::kInt4};
+}
 
 void CheckPrefixCachingIdentity(const std::string& model) {
   EngineConfig base;
@@ -148,8 +154,10 @@ void CheckPrefixCachingIdentity(const std::string& model) {
   const double shared = static_cast<double>(w.shared_tokens) / static_cast<double>(w.total_tokens);
   ASSERT_GE(shared, 0.78) << "the workload is meant to share ~80% of its prompt tokens";
 
-  for (const std::string& dtype : KvCacheDtypesUnderTest()) {
+  for (const KvCacheDtype kv_dtype : KvCacheDtypesUnderTest()) {
+    const std::string dtype(KvCacheDtypeName(kv_dtype));
     SCOPED_TRACE("kv cache dtype " + dtype);
+    base.kv_cache_dtype = kv_dtype;
     EngineConfig off = base;
     off.enable_prefix_caching = false;
     const RunResult ref = Run(off, w, /*one_at_a_time=*/false);

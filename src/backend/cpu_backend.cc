@@ -7,6 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
+#include "kv/kv_quant.h"
 
 namespace pagellm {
 
@@ -23,6 +24,11 @@ CpuBackend::CpuBackend(const LoadedModel& model, KvCacheStorage* kv, ThreadPool*
   attn_shape_.block_size = kv->shape().block_size;
   attn_shape_.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
   attn_shape_.sliding_window = config_.sliding_window;
+  for (const LayerWeights& l : model.weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      packed_.Add(*w, pool);
+  }
+  packed_.Add(model.weights.lm_head, pool);
 }
 
 int64_t CpuBackend::ActivationBytes(const ModelConfig& c, int64_t t, int64_t rows) {
@@ -67,9 +73,10 @@ void CpuBackend::AttentionBlock(int layer, const ForwardBatch& batch) {
   const int64_t hidden = config_.hidden_size, qd = config_.q_dim(), kvd = config_.kv_dim();
 
   RmsNorm(x_.data(), w.attn_norm.data(), config_.rms_norm_eps, h_.data(), t_count, hidden);
-  MatMul(w.wq, h_.data(), t_count, q_.data(), pool_);
-  MatMul(w.wk, h_.data(), t_count, k_.data(), pool_);
-  MatMul(w.wv, h_.data(), t_count, v_.data(), pool_);
+  MatMulMany({{&packed_.Get(w.wq), q_.data()},
+              {&packed_.Get(w.wk), k_.data()},
+              {&packed_.Get(w.wv), v_.data()}},
+             h_.data(), t_count, pool_);
   if (!w.bq.empty()) {
     for (int64_t t = 0; t < t_count; ++t) {
       AddInPlace(q_.data() + t * qd, w.bq.data(), qd);
@@ -77,7 +84,8 @@ void CpuBackend::AttentionBlock(int layer, const ForwardBatch& batch) {
       AddInPlace(v_.data() + t * kvd, w.bv.data(), kvd);
     }
   }
-  // RoPE and KV write, token by token (positions differ per sequence).
+  // RoPE, then (once, on the first batch, with --calculate-kv-scales) the fp8 scales, then
+  // the KV write token by token (positions differ per sequence).
   const int block_size = kv_->shape().block_size;
   int64_t t = 0;
   for (const SequenceChunk& s : batch.seqs) {
@@ -85,26 +93,81 @@ void CpuBackend::AttentionBlock(int layer, const ForwardBatch& batch) {
       const int pos = s.start_pos + i;
       rope_.Apply(q_.data() + t * qd, config_.num_heads, pos);
       rope_.Apply(k_.data() + t * kvd, config_.num_kv_heads, pos);
-      const int block = s.block_table[pos / block_size];
-      const int slot = pos % block_size;
-      std::copy_n(k_.data() + t * kvd, kvd, kv_->k_slot(layer, block, slot));
-      std::copy_n(v_.data() + t * kvd, kvd, kv_->v_slot(layer, block, slot));
     }
   }
-  PagedAttention(attn_shape_, q_.data(), kv_->k(layer), kv_->v(layer), batch.seqs, attn_.data(),
-                 pool_);
-  MatMul(w.wo, attn_.data(), t_count, proj_.data(), pool_);
+  if (calculate_kv_scales_ && !scales_calibrated_[layer]) CalibrateScales(layer, t_count);
+  t = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    for (int i = 0; i < s.num_tokens; ++i, ++t) {
+      const int pos = s.start_pos + i;
+      WriteKv(layer, s.block_table[pos / block_size], pos % block_size, k_.data() + t * kvd,
+              v_.data() + t * kvd);
+    }
+  }
+  PagedAttention(attn_shape_, q_.data(), LayerView(layer), batch.seqs, attn_.data(), pool_);
+  MatMul(packed_.Get(w.wo), attn_.data(), t_count, proj_.data(), pool_);
   AddInPlace(x_.data(), proj_.data(), t_count * hidden);
+}
+
+KvLayerView CpuBackend::LayerView(int layer) const {
+  KvLayerView v;
+  v.dtype = kv_->layer_dtype(layer);
+  v.k = kv_->k_bytes(layer);
+  v.v = kv_->v_bytes(layer);
+  v.row_bytes = kv_->row_bytes(layer);
+  v.k_scale = kv_->k_scale(layer);
+  v.v_scale = kv_->v_scale(layer);
+  v.rotated = KvRowsRotated(v.dtype, config_.head_dim);
+  return v;
+}
+
+void CpuBackend::WriteKv(int layer, int block, int slot, const float* k, const float* v) {
+  const KvCacheDtype dtype = kv_->layer_dtype(layer);
+  const int64_t kvd = config_.kv_dim();
+  if (dtype == KvCacheDtype::kFloat32) {
+    std::copy_n(k, kvd, kv_->k_slot(layer, block, slot));
+    std::copy_n(v, kvd, kv_->v_slot(layer, block, slot));
+    return;
+  }
+  // Quantise on write, one (token, head) row at a time (kv/kv_quant.h).
+  const int d = config_.head_dim;
+  const int64_t row = kv_->row_bytes(layer);
+  const bool rotate = KvRowsRotated(dtype, d);
+  uint8_t* kd = kv_->k_slot_bytes(layer, block, slot);
+  uint8_t* vd = kv_->v_slot_bytes(layer, block, slot);
+  rot_.resize(d);
+  for (int h = 0; h < config_.num_kv_heads; ++h) {
+    for (int kvi = 0; kvi < 2; ++kvi) {
+      const float* src = (kvi == 0 ? k : v) + int64_t{h} * d;
+      if (rotate) {
+        std::copy_n(src, d, rot_.data());
+        HadamardRotate(rot_.data(), d);
+        src = rot_.data();
+      }
+      QuantizeKvRow(dtype, src, d, kvi == 0 ? kv_->k_scale(layer) : kv_->v_scale(layer),
+                    (kvi == 0 ? kd : vd) + h * row);
+    }
+  }
+}
+
+void CpuBackend::CalibrateScales(int layer, int64_t t_count) {
+  // vLLM's --calculate-kv-scales: scale = max|x| / fp8 max over the first batch that reaches
+  // the layer, so the largest value seen maps to e4m3's largest finite value.
+  scales_calibrated_[layer] = true;
+  if (kv_->layer_dtype(layer) != KvCacheDtype::kFp8E4m3) return;
+  const int64_t n = t_count * config_.kv_dim();
+  const float km = MaxAbs(k_.data(), n), vm = MaxAbs(v_.data(), n);
+  kv_->set_scales(layer, km > 0 ? km / kFp8E4m3Max : 1.0f, vm > 0 ? vm / kFp8E4m3Max : 1.0f);
 }
 
 void CpuBackend::FeedForwardBlock(int layer, int64_t t_count) {
   const LayerWeights& w = model_.weights.layers[layer];
   const int64_t hidden = config_.hidden_size, inter = config_.intermediate_size;
   RmsNorm(x_.data(), w.ffn_norm.data(), config_.rms_norm_eps, h_.data(), t_count, hidden);
-  MatMul(w.w_gate, h_.data(), t_count, gate_.data(), pool_);
-  MatMul(w.w_up, h_.data(), t_count, up_.data(), pool_);
+  MatMulMany({{&packed_.Get(w.w_gate), gate_.data()}, {&packed_.Get(w.w_up), up_.data()}},
+             h_.data(), t_count, pool_);
   SiluMul(gate_.data(), up_.data(), gate_.data(), t_count * inter);
-  MatMul(w.w_down, gate_.data(), t_count, proj_.data(), pool_);
+  MatMul(packed_.Get(w.w_down), gate_.data(), t_count, proj_.data(), pool_);
   AddInPlace(x_.data(), proj_.data(), t_count * hidden);
 }
 
@@ -150,7 +213,8 @@ Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   }
   out->vocab_size = config_.vocab_size;
   out->logits.resize(static_cast<size_t>(rows) * config_.vocab_size);
-  MatMul(model_.weights.lm_head, logit_in_.data(), rows, out->logits.data(), pool_);
+  MatMul(packed_.Get(model_.weights.lm_head), logit_in_.data(), rows, out->logits.data(),
+         pool_);
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include "backend/paged_attention.h"
 #include "backend/rope.h"
 #include "base/thread_pool.h"
+#include "kernels/packed_weights.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 
@@ -25,6 +26,13 @@ class CpuBackend : public Backend {
 
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
 
+  // --calculate-kv-scales: fp8_e4m3 layers take their K/V scales from the first batch that
+  // reaches them (max|x| / 448) instead of the storage's current scales.
+  void set_calculate_kv_scales(bool on) {
+    calculate_kv_scales_ = on;
+    scales_calibrated_.assign(config_.num_layers, false);
+  }
+
   // Bytes of activation scratch a step of `num_tokens` tokens needs (for memory planning).
   static int64_t ActivationBytes(const ModelConfig& config, int64_t num_tokens,
                                  int64_t num_logit_rows);
@@ -34,12 +42,19 @@ class CpuBackend : public Backend {
   void EmbedTokens(const std::vector<int32_t>& ids);
   void AttentionBlock(int layer, const ForwardBatch& batch);
   void FeedForwardBlock(int layer, int64_t num_tokens);
+  // Stores one token's K and V ([kv_heads][head_dim] floats each) into (block, slot) of
+  // `layer`, quantising to the layer's KV format.
+  void WriteKv(int layer, int block, int slot, const float* k, const float* v);
+  void CalibrateScales(int layer, int64_t num_tokens);
+  KvLayerView LayerView(int layer) const;
 
   const LoadedModel& model_;
   const ModelConfig& config_;
   KvCacheStorage* kv_;
   ThreadPool* pool_;
   RopeTable rope_;
+  // Load-time packed copies of the matrices for the MatMul kernels (empty when unused).
+  PackedWeights packed_;
   AttentionShape attn_shape_;
   // Scratch, grown on demand and reused across steps.
   std::vector<float> x_;         // [T][hidden] residual stream
@@ -52,6 +67,9 @@ class CpuBackend : public Backend {
   std::vector<float> up_;        // [T][intermediate]
   std::vector<float> proj_;      // [T][hidden]
   std::vector<float> logit_in_;  // [rows][hidden]
+  std::vector<float> rot_;       // [head_dim] rotation scratch for int4 writes
+  bool calculate_kv_scales_ = false;
+  std::vector<bool> scales_calibrated_;  // per layer
 };
 
 }  // namespace pagellm

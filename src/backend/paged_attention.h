@@ -1,17 +1,23 @@
-// Causal attention over a paged KV cache for a ragged batch.
+// Causal attention over a paged KV cache for a ragged batch, with the cache in any KV element
+// format (kv/kv_quant.h): rows are decoded inside the kernel, a tile of 16 positions at a time
+// into an L1-resident scratch, never as a full-precision copy of the cache.
 //
-// Each (token, KV head) pair is one task: the K/V rows of that head are read once for the
-// whole query group that shares it (GQA/MQA). Scores are computed for every visible position,
-// then softmax (max, exp, sum) and the V-weighted sum run in position order. Nothing depends
-// on the block size, on the batch composition or on the thread split, so a token's output is
-// bitwise identical however it is scheduled.
+// Work split: a (token, KV head, context chunk) triple is one task. The query heads of a GQA
+// group share the task, so each KV row is read and decoded once per group. A context chunk is
+// kAttentionChunk positions counted from the first visible position; tasks keep a flash-style
+// running (max, sum, accumulator) over tiles of 16 positions (online softmax), and the chunks of
+// one token are merged in chunk order afterwards. Chunk and tile boundaries depend only on the
+// token's position, never on the block size, the batch composition or the thread split, so a
+// token's output is bitwise identical however it is scheduled.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "backend/backend.h"
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "planner/kv_cache_dtype.h"
 
 namespace pagellm {
 
@@ -24,17 +30,67 @@ struct AttentionShape {
   int sliding_window = 0;  // 0 = unlimited; else a query at p sees positions > p - window
 };
 
-// q:   [total_tokens][num_heads][head_dim], already rotated.
-// k_cache, v_cache: one layer, [num_blocks][block_size][num_kv_heads][head_dim]; must already
-//   hold every position a query can see (including this step's tokens).
+// Positions per task (see above); long contexts split so that one decode token keeps every
+// thread busy even with few KV heads.
+inline constexpr int kAttentionChunk = 512;
+
+// One layer of the cache as stored: K and V each [num_blocks][block_size][num_kv_heads] rows
+// of row_bytes bytes in `dtype` (canonical: kFp8 already mapped to kFp8E4m3).
+struct KvLayerView {
+  KvCacheDtype dtype = KvCacheDtype::kFloat32;
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  int64_t row_bytes = 0;
+  float k_scale = 1.0f;  // fp8_e4m3 per-layer scales
+  float v_scale = 1.0f;
+  bool rotated = false;  // rows stored Hadamard-rotated (int4): q rotated in, output back
+};
+
+// A float32 cache ([num_blocks][block_size][num_kv_heads][head_dim] floats).
+KvLayerView FloatKvView(const AttentionShape& shape, const float* k_cache, const float* v_cache);
+
+// q:   [total_tokens][num_heads][head_dim], already RoPE-rotated.
+// kv:  must already hold every position a query can see (including this step's tokens).
 // out: [total_tokens][num_heads][head_dim].
+void PagedAttention(const AttentionShape& shape, const float* q, const KvLayerView& kv,
+                    std::span<const SequenceChunk> seqs, float* out, ThreadPool* pool);
+// Same computation with a fixed kernel level, for tests (scalar reference vs SIMD).
+void PagedAttentionAt(SimdLevel level, const AttentionShape& shape, const float* q,
+                      const KvLayerView& kv, std::span<const SequenceChunk> seqs, float* out,
+                      ThreadPool* pool);
+
+// float32-cache conveniences.
 void PagedAttention(const AttentionShape& shape, const float* q, const float* k_cache,
                     const float* v_cache, std::span<const SequenceChunk> seqs, float* out,
                     ThreadPool* pool);
-
-// Same computation with a fixed kernel level, for tests (scalar reference vs SIMD).
 void PagedAttentionScalar(const AttentionShape& shape, const float* q, const float* k_cache,
                           const float* v_cache, std::span<const SequenceChunk> seqs, float* out,
                           ThreadPool* pool);
+
+namespace attention_internal {
+
+// One task's work: the group's query heads (q: [group][head_dim], already rotated when the
+// cache is) over positions [begin, end) of one sequence. On return m[g] is the running max of
+// the scaled scores, l[g] the sum of exp(score - m[g]) and acc[g][.] the unnormalised
+// exp-weighted sum of V rows (in the stored basis).
+struct AttendArgs {
+  const AttentionShape* shape;
+  const KvLayerView* kv;
+  const float* q;
+  const int32_t* block_table;
+  int begin, end;
+  int kv_head;
+  float* m;
+  float* l;
+  float* acc;
+};
+using AttendFn = void (*)(const AttendArgs&);
+void AttendScalar(const AttendArgs& a);
+void AttendAvx512(const AttendArgs& a);
+
+// Positions per tile of the online softmax (both levels).
+inline constexpr int kTile = 16;
+
+}  // namespace attention_internal
 
 }  // namespace pagellm

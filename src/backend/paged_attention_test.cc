@@ -1,6 +1,8 @@
-// Paged attention: SIMD == scalar reference, both match a float64 reference, results do not
-// depend on block size, block placement, batch composition or thread count, and slots that
-// are not part of a sequence (poisoned with NaN) are never read.
+// Paged attention, for every KV cache format: SIMD and scalar kernels match a float64
+// reference (over the decoded cache: kernel error only; and over the unquantised K/V: the
+// format's cost, within a per-dtype tolerance), results do not depend on block size, block
+// placement, batch composition or thread count, and slots that are not part of a sequence
+// (poisoned with 0xFF bytes, NaN in every format) are never read.
 #include "backend/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +13,8 @@
 #include <numeric>
 #include <random>
 
+#include "kv/kv_quant.h"
+
 namespace pagellm {
 namespace {
 
@@ -19,74 +23,160 @@ struct Seq {
   int num_tokens;
 };
 
-// Builds a cache where every sequence's positions live in shuffled blocks, all other slots NaN.
+// Largest |out - float64 reference on the unquantised K/V| allowed per format, for K/V and q
+// drawn from N(0, 1) (a few 8-sigma outliers included). Outputs are convex combinations of V
+// rows, so these are absolute errors on values of magnitude ~1.
+double FormatTolerance(KvCacheDtype d) {
+  switch (d) {
+    case KvCacheDtype::kFloat32:
+      return 2e-5;
+    case KvCacheDtype::kBFloat16:
+      return 0.06;
+    case KvCacheDtype::kFloat16:
+      return 0.012;
+    case KvCacheDtype::kFp8E4m3:
+      return 0.25;
+    case KvCacheDtype::kFp8E5m2:
+      return 1.5;  // 2 mantissa bits; the error is the outlier row
+    case KvCacheDtype::kInt8:
+      return 0.08;
+    case KvCacheDtype::kInt4:
+      return 0.9;
+    default:
+      return 0;
+  }
+}
+
+const KvCacheDtype kAllDtypes[] = {
+    KvCacheDtype::kFloat32, KvCacheDtype::kBFloat16, KvCacheDtype::kFloat16, KvCacheDtype::kFp8E4m3,
+    KvCacheDtype::kFp8E5m2, KvCacheDtype::kInt8,     KvCacheDtype::kInt4};
+
+void HadamardDouble(double* x, int n) {
+  for (int h = 1; h < n; h *= 2)
+    for (int i = 0; i < n; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const double a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+  for (int i = 0; i < n; ++i) x[i] /= std::sqrt(static_cast<double>(n));
+}
+
+// Builds a cache where every sequence's positions live in shuffled blocks, all other bytes
+// 0xFF (NaN).
 struct Fixture {
   AttentionShape shape;
-  std::vector<float> k_cache, v_cache;
+  KvCacheDtype dtype;
+  int64_t row_bytes;
+  bool rotated;
+  float k_scale = 1.0f, v_scale = 1.0f;
+  std::vector<uint8_t> k_cache, v_cache;
   std::vector<std::vector<int32_t>> tables;
   std::vector<SequenceChunk> chunks;
   std::vector<float> q;
-  // Logical K/V per sequence: [pos][kv_head][head_dim]
+  // Per sequence, [pos][kv_head][head_dim]: the K/V as given, and as decoded from the cache
+  // (back in the model basis).
   std::vector<std::vector<float>> k_logical, v_logical;
+  std::vector<std::vector<double>> k_decoded, v_decoded;
 
-  Fixture(AttentionShape s, const std::vector<Seq>& seqs, uint32_t seed) : shape(s) {
+  Fixture(AttentionShape s, const std::vector<Seq>& seqs, uint32_t seed,
+          KvCacheDtype dt = KvCacheDtype::kFloat32)
+      : shape(s),
+        dtype(dt),
+        row_bytes(KvRowBytes(dt, s.head_dim)),
+        rotated(KvRowsRotated(dt, s.head_dim)) {
+    if (dtype == KvCacheDtype::kFp8E4m3) {
+      k_scale = 32.0f / kFp8E4m3Max;  // covers the 8-sigma outliers without saturating
+      v_scale = 24.0f / kFp8E4m3Max;
+    }
     // Separate generators: the logical data must not depend on how many blocks are shuffled.
     std::mt19937 rng(seed), placement(seed + 1000);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    const int slot = s.num_kv_heads * s.head_dim;
+    const int d = s.head_dim, heads = s.num_kv_heads;
     int total_blocks = 1;  // block 0 = null block
-    for (const Seq& q : seqs)
-      total_blocks += (q.start_pos + q.num_tokens + s.block_size - 1) / s.block_size;
+    for (const Seq& sq : seqs)
+      total_blocks += (sq.start_pos + sq.num_tokens + s.block_size - 1) / s.block_size;
     total_blocks += 3;  // spare blocks that stay NaN
     std::vector<int32_t> ids(total_blocks - 1);
     std::iota(ids.begin(), ids.end(), 1);
     std::shuffle(ids.begin(), ids.end(), placement);
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    k_cache.assign(static_cast<size_t>(total_blocks) * s.block_size * slot, nan);
+    k_cache.assign(static_cast<size_t>(total_blocks) * s.block_size * heads * row_bytes, 0xFF);
     v_cache = k_cache;
     size_t next = 0;
+    std::vector<float> tmp(d), dec(d);
     for (const Seq& sq : seqs) {
       const int len = sq.start_pos + sq.num_tokens;
       std::vector<int32_t> table;
       for (int b = 0; b * s.block_size < len; ++b) table.push_back(ids[next++]);
-      std::vector<float> kl(static_cast<size_t>(len) * slot), vl(kl.size());
+      std::vector<float> kl(static_cast<size_t>(len) * heads * d), vl(kl.size());
       for (auto& x : kl) x = nd(rng);
       for (auto& x : vl) x = nd(rng);
+      kl[kl.size() / 3] *= 8;  // outliers
+      vl[vl.size() / 2] *= -8;
+      std::vector<double> kd(kl.size()), vd(kl.size());
       for (int p = 0; p < len; ++p) {
-        const size_t dst =
-            (static_cast<size_t>(table[p / s.block_size]) * s.block_size + p % s.block_size) * slot;
-        std::memcpy(&k_cache[dst], &kl[static_cast<size_t>(p) * slot], slot * sizeof(float));
-        std::memcpy(&v_cache[dst], &vl[static_cast<size_t>(p) * slot], slot * sizeof(float));
+        const size_t slot =
+            static_cast<size_t>(table[p / s.block_size]) * s.block_size + p % s.block_size;
+        for (int h = 0; h < heads; ++h) {
+          const size_t off = (static_cast<size_t>(p) * heads + h) * d;
+          for (int kv = 0; kv < 2; ++kv) {
+            const std::vector<float>& src = kv == 0 ? kl : vl;
+            std::vector<double>& decoded = kv == 0 ? kd : vd;
+            const float sc = kv == 0 ? k_scale : v_scale;
+            std::copy_n(&src[off], d, tmp.data());
+            if (rotated) HadamardRotate(tmp.data(), d);
+            uint8_t* dst = (kv == 0 ? k_cache : v_cache).data() + (slot * heads + h) * row_bytes;
+            QuantizeKvRow(dtype, tmp.data(), d, sc, dst);
+            DequantizeKvRow(dtype, dst, d, sc, dec.data());
+            for (int x = 0; x < d; ++x) decoded[off + x] = dec[x];
+            if (rotated) HadamardDouble(&decoded[off], d);
+          }
+        }
       }
       tables.push_back(std::move(table));
       k_logical.push_back(std::move(kl));
       v_logical.push_back(std::move(vl));
+      k_decoded.push_back(std::move(kd));
+      v_decoded.push_back(std::move(vd));
     }
     for (size_t i = 0; i < seqs.size(); ++i)
       chunks.push_back({seqs[i].num_tokens, seqs[i].start_pos, tables[i], false});
     int tokens = 0;
     for (const Seq& sq : seqs) tokens += sq.num_tokens;
-    q.resize(static_cast<size_t>(tokens) * s.num_heads * s.head_dim);
+    q.resize(static_cast<size_t>(tokens) * s.num_heads * d);
     for (auto& x : q) x = nd(rng);
   }
 
-  std::vector<float> Run(bool scalar, ThreadPool* pool) const {
+  KvLayerView View() const {
+    KvLayerView v;
+    v.dtype = dtype;
+    v.k = k_cache.data();
+    v.v = v_cache.data();
+    v.row_bytes = row_bytes;
+    v.k_scale = k_scale;
+    v.v_scale = v_scale;
+    v.rotated = rotated;
+    return v;
+  }
+
+  std::vector<float> Run(SimdLevel level, ThreadPool* pool) const {
     std::vector<float> out(q.size());
-    if (scalar) {
-      PagedAttentionScalar(shape, q.data(), k_cache.data(), v_cache.data(), chunks, out.data(),
-                           pool);
-    } else {
-      PagedAttention(shape, q.data(), k_cache.data(), v_cache.data(), chunks, out.data(), pool);
-    }
+    PagedAttentionAt(level, shape, q.data(), View(), chunks, out.data(), pool);
     return out;
   }
 
-  // float64 reference over the logical K/V.
-  std::vector<double> Reference() const {
+  // float64 reference over the decoded (decoded = true) or the original K/V.
+  std::vector<double> Reference(bool decoded) const {
     const int d = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
     std::vector<double> out(q.size());
     size_t t = 0;
     for (size_t si = 0; si < chunks.size(); ++si) {
+      auto kval = [&](size_t i) {
+        return decoded ? k_decoded[si][i] : static_cast<double>(k_logical[si][i]);
+      };
+      auto vval = [&](size_t i) {
+        return decoded ? v_decoded[si][i] : static_cast<double>(v_logical[si][i]);
+      };
       for (int i = 0; i < chunks[si].num_tokens; ++i, ++t) {
         const int pos = chunks[si].start_pos + i;
         const int first =
@@ -96,9 +186,9 @@ struct Fixture {
           const float* qv = &q[(t * shape.num_heads + h) * d];
           std::vector<double> sc;
           for (int p = first; p <= pos; ++p) {
-            const float* kv = &k_logical[si][(static_cast<size_t>(p) * shape.num_kv_heads + g) * d];
+            const size_t base = (static_cast<size_t>(p) * shape.num_kv_heads + g) * d;
             double dot = 0;
-            for (int x = 0; x < d; ++x) dot += static_cast<double>(qv[x]) * kv[x];
+            for (int x = 0; x < d; ++x) dot += static_cast<double>(qv[x]) * kval(base + x);
             sc.push_back(dot * shape.scale);
           }
           const double mx = *std::max_element(sc.begin(), sc.end());
@@ -108,7 +198,7 @@ struct Fixture {
             double acc = 0;
             for (int p = first; p <= pos; ++p)
               acc += sc[p - first] / sum *
-                     v_logical[si][(static_cast<size_t>(p) * shape.num_kv_heads + g) * d + x];
+                     vval((static_cast<size_t>(p) * shape.num_kv_heads + g) * d + x);
             out[(t * shape.num_heads + h) * d + x] = acc;
           }
         }
@@ -129,51 +219,89 @@ AttentionShape Shape(int heads, int kv_heads, int head_dim, int block_size, int 
   return s;
 }
 
-const std::vector<Seq> kRagged = {{0, 7}, {13, 1}, {0, 1}, {40, 3}, {5, 20}};
+// The last sequence spans three kAttentionChunk chunks (chunk merge path).
+const std::vector<Seq> kRagged = {{0, 7}, {13, 1}, {0, 1}, {40, 3}, {5, 20}, {1100, 2}};
 
-TEST(PagedAttentionTest, MatchesFloat64ReferenceAndNeverReadsUnusedSlots) {
+std::vector<SimdLevel> Levels() {
+  std::vector<SimdLevel> l = {SimdLevel::kScalar};
+  if (ActiveSimdLevel() == SimdLevel::kAvx512) l.push_back(SimdLevel::kAvx512);
+  return l;
+}
+
+TEST(PagedAttentionTest, EveryDtypeMatchesFloat64ReferenceAndNeverReadsUnusedSlots) {
   ThreadPool pool(2);
-  for (AttentionShape s : {Shape(8, 4, 8, 16), Shape(4, 1, 64, 1), Shape(6, 2, 128, 7),
-                           Shape(2, 2, 16, 256), Shape(4, 2, 32, 4, /*window=*/9)}) {
-    Fixture f(s, kRagged, 11);
-    const std::vector<double> ref = f.Reference();
-    for (bool scalar : {true, false}) {
-      const std::vector<float> out = f.Run(scalar, &pool);
-      for (size_t i = 0; i < out.size(); ++i) {
-        ASSERT_TRUE(std::isfinite(out[i])) << "read a NaN-poisoned slot, head_dim " << s.head_dim;
-        ASSERT_NEAR(out[i], ref[i], 2e-5 * (1 + std::abs(ref[i]))) << i;
+  for (KvCacheDtype dt : kAllDtypes) {
+    for (AttentionShape s :
+         {Shape(8, 4, 8, 16), Shape(4, 1, 64, 1), Shape(6, 2, 128, 7), Shape(2, 2, 16, 256),
+          Shape(4, 2, 32, 4, /*window=*/9), Shape(3, 1, 48, 16)}) {
+      Fixture f(s, kRagged, 11, dt);
+      const std::vector<double> ref = f.Reference(/*decoded=*/true);
+      const std::vector<double> orig = f.Reference(/*decoded=*/false);
+      for (SimdLevel level : Levels()) {
+        const std::vector<float> out = f.Run(level, &pool);
+        double worst = 0;
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_TRUE(std::isfinite(out[i]))
+              << "read a NaN-poisoned slot, " << KvCacheDtypeName(dt) << " head_dim " << s.head_dim;
+          ASSERT_NEAR(out[i], ref[i], 3e-5 * (1 + std::abs(ref[i])))
+              << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " level "
+              << static_cast<int>(level) << " at " << i;
+          worst = std::max(worst, std::abs(out[i] - orig[i]));
+        }
+        EXPECT_LE(worst, FormatTolerance(dt))
+            << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " vs unquantised K/V";
       }
     }
   }
 }
 
-TEST(PagedAttentionTest, BitwiseInvariantToBlockSizeBatchAndThreads) {
+TEST(PagedAttentionTest, BitwiseInvariantToBlockSizeBatchAndThreadsForEveryDtype) {
   // The same sequence (same logical K/V, same query) alone, in a batch, with other block sizes
   // and thread counts must give identical bits.
   ThreadPool one(1), two(2), three(3);
   const AttentionShape base = Shape(8, 2, 64, 16);
-  Fixture batch(base, kRagged, 5);
-  const std::vector<float> want = batch.Run(false, &two);
-  for (int block_size : {1, 3, 16, 64, 256}) {
-    AttentionShape s = base;
-    s.block_size = block_size;
-    Fixture f(s, kRagged, 5);  // same seed: same logical K/V and queries
-    for (ThreadPool* pool : {&one, &two, &three}) {
-      const std::vector<float> got = f.Run(false, pool);
-      ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
-          << "block size " << block_size << " threads " << pool->num_threads();
+  for (KvCacheDtype dt : kAllDtypes) {
+    Fixture batch(base, kRagged, 5, dt);
+    const std::vector<float> want = batch.Run(ActiveSimdLevel(), &two);
+    for (int block_size : {1, 3, 16, 64, 256}) {
+      AttentionShape s = base;
+      s.block_size = block_size;
+      Fixture f(s, kRagged, 5, dt);  // same seed: same logical K/V and queries
+      for (ThreadPool* pool : {&one, &two, &three}) {
+        const std::vector<float> got = f.Run(ActiveSimdLevel(), pool);
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)))
+            << KvCacheDtypeName(dt) << " block size " << block_size << " threads "
+            << pool->num_threads();
+      }
+    }
+    // Alone: sequences 3 and 5 of the batch on their own.
+    for (int which : {3, 5}) {
+      std::vector<SequenceChunk> just = {batch.chunks[which]};
+      size_t offset = 0;
+      for (int i = 0; i < which; ++i) offset += kRagged[i].num_tokens;
+      const size_t stride = static_cast<size_t>(base.num_heads) * base.head_dim;
+      std::vector<float> out(kRagged[which].num_tokens * stride);
+      PagedAttention(base, batch.q.data() + offset * stride, batch.View(), just, out.data(), &two);
+      ASSERT_EQ(0,
+                std::memcmp(out.data(), want.data() + offset * stride, out.size() * sizeof(float)))
+          << KvCacheDtypeName(dt) << " sequence " << which;
     }
   }
-  // Alone: sequence 3 of the batch on its own.
-  Fixture alone(base, kRagged, 5);
-  std::vector<SequenceChunk> just3 = {alone.chunks[3]};
-  size_t offset = 0;
-  for (int i = 0; i < 3; ++i) offset += kRagged[i].num_tokens;
-  const size_t stride = static_cast<size_t>(base.num_heads) * base.head_dim;
-  std::vector<float> out(kRagged[3].num_tokens * stride);
-  PagedAttention(base, alone.q.data() + offset * stride, alone.k_cache.data(), alone.v_cache.data(),
-                 just3, out.data(), &two);
-  ASSERT_EQ(0, std::memcmp(out.data(), want.data() + offset * stride, out.size() * sizeof(float)));
+}
+
+TEST(PagedAttentionTest, FloatConvenienceOverloadsAgree) {
+  ThreadPool pool(2);
+  const AttentionShape s = Shape(4, 2, 32, 8);
+  Fixture f(s, kRagged, 3);
+  std::vector<float> a(f.q.size()), b(f.q.size());
+  PagedAttention(s, f.q.data(), reinterpret_cast<const float*>(f.k_cache.data()),
+                 reinterpret_cast<const float*>(f.v_cache.data()), f.chunks, a.data(), &pool);
+  const std::vector<float> want = f.Run(ActiveSimdLevel(), &pool);
+  ASSERT_EQ(0, std::memcmp(a.data(), want.data(), a.size() * sizeof(float)));
+  PagedAttentionScalar(s, f.q.data(), reinterpret_cast<const float*>(f.k_cache.data()),
+                       reinterpret_cast<const float*>(f.v_cache.data()), f.chunks, b.data(), &pool);
+  const std::vector<float> want_scalar = f.Run(SimdLevel::kScalar, &pool);
+  ASSERT_EQ(0, std::memcmp(b.data(), want_scalar.data(), b.size() * sizeof(float)));
 }
 
 }  // namespace

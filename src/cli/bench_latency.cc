@@ -21,6 +21,7 @@ struct LatencyOptions {
   int depth = 0;
   int repetitions = 5;
   bool json = false;
+  std::string kv_cache_dtype = "auto";
 };
 
 double Median(std::vector<double> v) {
@@ -32,6 +33,10 @@ double Median(std::vector<double> v) {
 int RunLatency(const LatencyOptions& o) {
   SessionOptions so = o.session;
   so.require_tokenizer = false;
+  if (auto dt = ParseKvCacheDtype(o.kv_cache_dtype); dt.ok())
+    so.kv_cache_dtype = *dt;
+  else
+    return Fail(dt.status().message());
   so.max_model_len = o.depth + std::max(o.prompt_tokens, o.gen_tokens) + 1;
   auto session = ModelSession::Open(so);
   if (!session.ok()) return Fail(session.status().message());
@@ -67,7 +72,7 @@ int RunLatency(const LatencyOptions& o) {
     if (!st.ok()) return Fail(st.status().message());
   }
   // Warm-up (page in the weights, grow scratch buffers).
-  if (auto w = run_chunk(o.depth, std::min(o.prompt_tokens, 8), false); !w.ok())
+  if (auto w = run_chunk(o.depth, std::max(1, std::min(o.prompt_tokens, 8)), false); !w.ok())
     return Fail(w.status().message());
   std::vector<double> pp, tg;
   for (int r = 0; r < o.repetitions; ++r) {
@@ -91,6 +96,7 @@ int RunLatency(const LatencyOptions& o) {
       {"threads", s.pool().num_threads()},
       {"simd", SimdLevelName(ActiveSimdLevel())},
       {"depth", o.depth},
+      {"kv_cache_dtype", KvCacheDtypeName(s.kv().shape().dtype)},
       {"prompt_tokens", o.prompt_tokens},
       {"gen_tokens", o.gen_tokens},
       {"repetitions", o.repetitions},
@@ -129,6 +135,9 @@ CommandFn RegisterBenchLatency(CLI::App& app) {
   app.add_option("-r,--repetitions", lat->repetitions, "Runs; the median is reported");
   app.add_option("-t,--threads", lat->session.threads, "CPU threads (default: all)");
   app.add_option("--block-size", lat->session.block_size, "KV cache block size");
+  app.add_option("--kv-cache-dtype", lat->kv_cache_dtype,
+                 "KV cache element type (as the engine flag; auto = the model dtype)")
+      ->capture_default_str();
   app.add_flag("--json", lat->json, "Print one JSON object");
   return [=]() { return RunLatency(*lat); };
 }

@@ -29,6 +29,7 @@ struct PlanFlags {
   int tensor_parallel_size = 1;
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_dtype = "auto";
+  std::string kv_cache_dtype_skip_layers;
   int64_t max_model_len = 0;
   int block_size = 16;
   std::string kv_cache_memory;
@@ -119,6 +120,7 @@ StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   o.max_num_batched_tokens = f.max_num_batched_tokens;
   o.max_num_seqs = f.max_num_seqs;
   o.kv_cache_dtype = kv_dtype;
+  ASSIGN_OR_RETURN(o.kv_cache_dtype_skip_layers, ParseLayerList(f.kv_cache_dtype_skip_layers));
   if (activation) o.activation_bytes = *activation;
   Resolved r;
   int64_t weights = 0;
@@ -286,8 +288,11 @@ CommandFn RegisterPlan(CLI::App& app) {
                  "Fraction of device memory for weights, activations and KV cache")
       ->capture_default_str();
   app.add_option("--kv-cache-dtype", f->kv_cache_dtype,
-                 "auto, float32, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8, int4")
+                 "auto, float32, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, int8, int4 (auto: "
+                 "the model dtype; the CPU engine stores float16 for quantised GGUF weights)")
       ->capture_default_str();
+  app.add_option("--kv-cache-dtype-skip-layers", f->kv_cache_dtype_skip_layers,
+                 "CPU plans: comma-separated layers whose KV cache keeps the model dtype");
   app.add_option("--max-model-len", f->max_model_len,
                  "Tokens of one request (default: the model's max_position_embeddings)");
   app.add_option("--block-size", f->block_size, "Tokens per KV block (1..256)")

@@ -1,9 +1,11 @@
 #include "cli/engine_flags.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstdlib>
 
 #include "fmt/format.h"
+#include "spec/speculative_config_parser.h"
 
 namespace pagellm::cli {
 
@@ -33,6 +35,23 @@ StatusOr<int64_t> ParseByteSize(const std::string& text) {
   return static_cast<int64_t>(v * mult);
 }
 
+StatusOr<std::vector<int>> ParseLayerList(const std::string& text) {
+  std::vector<int> layers;
+  size_t pos = 0;
+  while (!text.empty() && pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    char* end = nullptr;
+    const long layer = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || layer < 0 || layer > 100000)
+      return InvalidArgumentError(fmt::format(
+          "--kv-cache-dtype-skip-layers: '{}' is not a layer index (expected e.g. 0,5)", item));
+    layers.push_back(static_cast<int>(layer));
+    pos = comma + 1;
+  }
+  return layers;
+}
+
 Status EngineFlags::Finalize() {
   ASSIGN_OR_RETURN(config.scheduler.policy, ParseSchedulingPolicy(scheduling_policy));
   ASSIGN_OR_RETURN(config.scheduler.preemption_mode, ParsePreemptionMode(preemption_mode));
@@ -40,8 +59,13 @@ Status EngineFlags::Finalize() {
     ASSIGN_OR_RETURN(int64_t bytes, ParseByteSize(kv_cache_memory));
     config.kv_cache_memory = bytes;
   }
+  ASSIGN_OR_RETURN(config.kv_cache_dtype, ParseKvCacheDtype(kv_cache_dtype));
+  ASSIGN_OR_RETURN(config.kv_cache_dtype_skip_layers, ParseLayerList(kv_cache_dtype_skip_layers));
   if (!(config.gpu_memory_utilization > 0 && config.gpu_memory_utilization <= 1))
     return InvalidArgumentError("--gpu-memory-utilization must be in (0, 1]");
+  if (!speculative_config.empty())
+    RETURN_IF_ERROR(MergeSpeculativeConfigJson(speculative_config, config.speculative));
+  RETURN_IF_ERROR(ResolveSpeculativeConfig(config.speculative));
   return Status::Ok();
 }
 
@@ -78,8 +102,30 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
   app.add_option("--scheduling-policy", f.scheduling_policy, "fcfs | priority")
       ->capture_default_str();
   app.add_option("--preemption-mode", f.preemption_mode, "recompute | swap")->capture_default_str();
+  app.add_option("--kv-cache-dtype", f.kv_cache_dtype,
+                 "KV cache element type: auto | float32 | bfloat16 | float16 | fp8 (= fp8_e4m3) | "
+                 "fp8_e4m3 | fp8_e5m2 | int8 | int4. auto = the model's dtype: float32 for F32 "
+                 "weights, bfloat16 for BF16, float16 for F16 and quantised GGUF weights "
+                 "(llama.cpp's default f16 cache). int8/int4: asymmetric per-token, per-head "
+                 "scale and zero point; int4 rows are Hadamard-rotated")
+      ->capture_default_str();
+  app.add_flag("--calculate-kv-scales", c.calculate_kv_scales,
+               "fp8_e4m3: take the per-layer K/V scales from the first batch (max|x| / 448) "
+               "instead of 1.0");
+  app.add_option("--kv-cache-dtype-skip-layers", f.kv_cache_dtype_skip_layers,
+                 "Comma-separated layer indices whose KV cache keeps the model dtype");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                "Reuse KV blocks of shared prompt prefixes (default on)");
+  app.add_option("--speculative-config", f.speculative_config,
+                 "Speculative decoding as JSON: {\"method\": \"draft_model\"|\"ngram\", "
+                 "\"model\": PATH, \"num_speculative_tokens\": K, \"max_model_len\": N, "
+                 "\"prompt_lookup_min\": N, \"prompt_lookup_max\": N}");
+  app.add_option("--speculative-model", c.speculative.model,
+                 "Draft model for speculative decoding (same tokenizer as --model)");
+  app.add_option("--num-speculative-tokens", c.speculative.num_speculative_tokens,
+                 "Draft tokens proposed per step (speculative decoding)");
+  app.add_option("--speculative-max-model-len", c.speculative.max_model_len,
+                 "Longest sequence the draft model runs on (default: its context)");
   app.add_option(seed_flag, c.seed, "Engine seed for requests without their own seed")
       ->capture_default_str();
 }

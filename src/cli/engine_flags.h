@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "engine/engine_config.h"
@@ -15,6 +16,9 @@ struct EngineFlags {
   std::string scheduling_policy = "fcfs";
   std::string preemption_mode = "recompute";
   std::string kv_cache_memory;  // bytes, or with a unit suffix (e.g. 2GiB)
+  std::string kv_cache_dtype = "auto";
+  std::string kv_cache_dtype_skip_layers;  // "0,5,..."
+  std::string speculative_config;  // --speculative-config JSON
 
   // Resolves the string-valued flags into `config`.
   Status Finalize();
@@ -24,10 +28,15 @@ struct EngineFlags {
 // --gpu-memory-utilization, --kv-cache-memory, --num-gpu-blocks-override, --swap-space,
 // --max-num-seqs, --max-num-batched-tokens, --enable-chunked-prefill/--no-enable-chunked-prefill,
 // --long-prefill-token-threshold, --scheduling-policy, --preemption-mode,
-// --enable-prefix-caching/--no-enable-prefix-caching, and the engine seed as `seed_flag`
+// --enable-prefix-caching/--no-enable-prefix-caching, --speculative-config,
+// --speculative-model, --num-speculative-tokens, --speculative-max-model-len, and the engine
+// seed as `seed_flag`
 // (`--seed` for serve; `generate` uses --seed for the request and --engine-seed here).
 void AddEngineFlags(CLI::App& app, EngineFlags& flags, bool model_required = true,
                     const std::string& seed_flag = "--seed");
+
+// "0,5,7" -> {0, 5, 7} (--kv-cache-dtype-skip-layers); "" -> {}.
+StatusOr<std::vector<int>> ParseLayerList(const std::string& text);
 
 // "123", "4096KiB", "2GiB", "1.5GB" -> bytes.
 StatusOr<int64_t> ParseByteSize(const std::string& text);

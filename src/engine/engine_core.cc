@@ -6,7 +6,9 @@
 #include "engine/kv_cache_sizing.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
+#include "sample/rejection_sampler.h"
 #include "spdlog/spdlog.h"
+#include "spec/speculative_config_parser.h"
 
 namespace pagellm {
 
@@ -22,9 +24,21 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
     return InvalidArgumentError(
         fmt::format("--block-size must be in [1, 256], got {}", c.block_size));
   c.scheduler.max_model_len = c.max_model_len;
+  RETURN_IF_ERROR(ResolveSpeculativeConfig(c.speculative));
+  if (c.speculative.method == "draft_model") {
+    ASSIGN_OR_RETURN(e->draft_, DraftModelProposer::Load(c.speculative, *e->model_,
+                                                         *e->tokenizer_, c.max_model_len));
+    // The draft writes KV for drafts 1..k-1 past the newest token: k lookahead slots.
+    c.scheduler.num_lookahead_tokens =
+        std::max(c.scheduler.num_lookahead_tokens, c.speculative.num_speculative_tokens);
+  } else if (c.speculative.method == "ngram") {
+    e->ngram_ = std::make_unique<NgramProposer>(c.speculative.prompt_lookup_min,
+                                                c.speculative.prompt_lookup_max,
+                                                c.speculative.num_speculative_tokens);
+  }
   RETURN_IF_ERROR(c.scheduler.Validate());
 
-  ASSIGN_OR_RETURN(e->kv_report_, SizeKvCache(*e->model_, c));
+  ASSIGN_OR_RETURN(e->kv_report_, SizeKvCache(*e->model_, c, e->draft_.get()));
   const KvCacheReport& r = e->kv_report_;
 
   KvCacheShape shape;
@@ -33,6 +47,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   shape.head_dim = mc.head_dim;
   shape.block_size = c.block_size;
   shape.num_blocks = r.num_blocks + 1;  // + the null block 0
+  shape.dtype = r.kv_format.storage_dtype;
+  shape.skip_layers = r.kv_format.skip_layers;
+  shape.skip_dtype = r.kv_format.skip_dtype;
   ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::Create(shape));
   if (r.num_swap_blocks >= 2) {
     KvCacheShape swap = shape;
@@ -42,13 +59,28 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   e->pool_ = std::make_unique<ThreadPool>(c.threads);
   e->samplers_.resize(e->pool_->num_threads());
   e->backend_ = std::make_unique<CpuBackend>(*e->model_, &e->kv_, e->pool_.get(), c.max_model_len);
+  e->backend_->set_calculate_kv_scales(c.calculate_kv_scales);
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
-                            c.max_model_len, r.num_swap_blocks, "float32");
+                            c.max_model_len, r.num_swap_blocks,
+                            KvCacheKeySpace(e->kv_.shape()));
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
   e->eos_ids_ = DefaultStopTokenIds(e->tokenizer_.get(), mc, &e->eos_id_);
+  if (e->draft_) {
+    RETURN_IF_ERROR(e->draft_->AllocateKv(c.block_size, shape.num_blocks,
+                                          r.num_swap_blocks >= 2 ? r.num_swap_blocks : 0,
+                                          e->pool_.get(), e->eos_ids_));
+  }
+  if (c.speculative.enabled()) {
+    e->verify_scratch_.resize(e->pool_->num_threads());
+    spdlog::info("speculative decoding: method {}, {} tokens per step{}", c.speculative.method,
+                 c.speculative.num_speculative_tokens,
+                 e->draft_ ? fmt::format(", draft max_model_len {}", e->draft_->max_model_len())
+                           : fmt::format(", n-gram sizes {}..{}", c.speculative.prompt_lookup_min,
+                                         c.speculative.prompt_lookup_max));
+  }
   return e;
 }
 
@@ -121,6 +153,133 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
   sampled.stop = st.stop.finished();
 }
 
+void EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
+                               std::vector<float>& scratch, EngineOutput& out,
+                               SampledTokens& sampled, SpecDecodeStats& stats) {
+  RequestState& st = *states_.at(sched.request_id);
+  const Request* req = scheduler_->GetRequest(sched.request_id);
+  const int32_t vocab = model_->config.vocab_size;
+  const int32_t d = sched.num_spec_tokens;
+  const std::span<const int32_t> drafts =
+      std::span<const int32_t>(sched.token_ids).last(static_cast<size_t>(d));
+  // Target distribution at each verified position; row j sees drafts[0..j) as outputs (for
+  // penalties and min_tokens), as if the target had generated them.
+  std::vector<int32_t> outputs(req->output_token_ids().begin(), req->output_token_ids().end());
+  const size_t num_outputs = outputs.size();
+  outputs.insert(outputs.end(), drafts.begin(), drafts.end());
+  scratch.resize(static_cast<size_t>(d + 1) * vocab);
+  for (int32_t j = 0; j <= d; ++j) {
+    const SamplingInput in{st.params, req->prompt_token_ids(),
+                           std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
+    sampler.ComputeProbs(std::span<const float>(forward_out_.row(first_row + j), vocab), in,
+                         std::span<float>(scratch.data() + int64_t{j} * vocab, vocab));
+  }
+  const bool greedy = Sampler::IsGreedy(st.params);
+  std::span<const float> draft_probs;
+  if (!greedy && !st.draft_probs.empty()) {
+    CHECK_GE(st.draft_probs.size(), static_cast<size_t>(d) * vocab);
+    draft_probs = std::span<const float>(st.draft_probs).first(static_cast<size_t>(d) * vocab);
+  }
+  const RejectionResult rr = RejectionSample(drafts, draft_probs, scratch, vocab, greedy, st.rng);
+  st.draft_probs.clear();
+  stats.ObserveDraft(d, rr.num_accepted);
+
+  out.request_id = sched.request_id;
+  if (st.params.prompt_logprobs.has_value() && !st.prompt_logprobs_sent) {
+    out.prompt_logprobs = std::move(st.prompt_logprobs);
+    st.prompt_logprobs_sent = true;
+  }
+  // Token by token, as if sampled one per step: a stop token, stop string or the length limit
+  // inside the accepted run ends it there.
+  for (size_t j = 0; j < rr.tokens.size(); ++j) {
+    const int32_t token = rr.tokens[j];
+    out.new_token_ids.push_back(token);
+    sampled.token_ids.push_back(token);
+    if (st.params.logprobs.has_value()) {
+      out.new_logprobs.push_back(ToLogprobEntry(sampler.ScoreToken(
+          std::span<const float>(forward_out_.row(first_row + static_cast<int32_t>(j)), vocab),
+          token, *st.params.logprobs)));
+    }
+    const std::string piece = st.detok->Push(token);
+    out.new_text += st.stop.Append(token, piece);
+    if (st.stop.finished()) break;
+  }
+  sampled.stop = st.stop.finished();
+}
+
+int32_t EngineCore::MaxDrafts(const Request& req) const {
+  const int32_t num_tokens = req.num_tokens();
+  int32_t d = config_.speculative.num_speculative_tokens;
+  // Verification feeds positions num_tokens - 1 .. num_tokens - 1 + d, never max_model_len - 1.
+  d = std::min(d, max_model_len() - 1 - num_tokens);
+  // d drafts emit at most d + 1 tokens; more than the request may still generate is waste.
+  d = std::min(d, req.max_tokens() - req.num_output_tokens() - 1);
+  if (draft_) {
+    // The draft feeds positions num_tokens - 1 .. num_tokens + d - 2.
+    d = std::min(d, draft_->max_model_len() - num_tokens + 1);
+  }
+  return std::max(d, 0);
+}
+
+Status EngineCore::ProposeDrafts(const SchedulerOutput& sched, const SampledTokensMap& sampled) {
+  std::vector<DraftModelProposer::Input> inputs;
+  std::vector<std::vector<int32_t>> finished_tokens;  // tokens of requests gone this step
+  finished_tokens.reserve(sched.scheduled.size());
+  for (const ScheduledRequest& r : sched.scheduled) {
+    const Request* req = scheduler_->GetRequest(r.request_id);
+    if (req == nullptr || req->status != RequestStatus::kRunning) {
+      // Finished this step: only catch the draft up on what the target computed, so the blocks
+      // the prefix cache keeps hold draft KV too. Positions before r.num_computed_tokens are
+      // already in the draft's cache and never read here.
+      if (!draft_) continue;
+      auto it = sampled.find(r.request_id);
+      if (it == sampled.end()) continue;
+      const std::vector<int32_t>& emitted = it->second.token_ids;
+      std::vector<int32_t>& tokens = finished_tokens.emplace_back(r.num_computed_tokens, 0);
+      const int32_t num_known = r.num_scheduled_tokens - r.num_spec_tokens;
+      tokens.insert(tokens.end(), r.token_ids.begin(), r.token_ids.begin() + num_known);
+      tokens.insert(tokens.end(), emitted.begin(), emitted.end());
+      DraftModelProposer::Input in;
+      in.request_id = r.request_id;
+      in.tokens = tokens;
+      in.num_target_computed = static_cast<int32_t>(tokens.size()) - 1;
+      in.block_table = r.block_table;
+      inputs.push_back(in);
+      continue;
+    }
+    RequestState& st = *states_.at(r.request_id);
+    st.draft_probs.clear();
+    const int32_t max_drafts = r.samples ? MaxDrafts(*req) : 0;
+    if (ngram_) {
+      if (max_drafts > 0) {
+        std::vector<int32_t> drafts = ngram_->Propose(req->all_token_ids(), max_drafts);
+        if (!drafts.empty()) scheduler_->SetSpecTokens(r.request_id, std::move(drafts));
+      }
+      continue;
+    }
+    DraftModelProposer::Input in;
+    in.request_id = r.request_id;
+    in.tokens = req->all_token_ids();
+    in.num_target_computed = req->num_computed_tokens;
+    in.max_drafts = max_drafts;
+    in.block_table = scheduler_->kv_cache_manager().BlockTable(r.request_id);
+    in.params = &st.params;
+    in.num_prompt_tokens = st.num_prompt_tokens;
+    in.rng = &st.rng;
+    inputs.push_back(in);
+  }
+  if (!draft_ || inputs.empty()) return Status::Ok();
+  std::vector<DraftModelProposer::Proposal> proposals;
+  RETURN_IF_ERROR(draft_->Propose(inputs, &proposals));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].max_drafts == 0 || proposals[i].tokens.empty()) continue;
+    RequestState& st = *states_.at(inputs[i].request_id);
+    st.draft_probs = std::move(proposals[i].probs);
+    scheduler_->SetSpecTokens(inputs[i].request_id, std::move(proposals[i].tokens));
+  }
+  return Status::Ok();
+}
+
 void EngineCore::ScorePromptTokens(const ScheduledRequest& sched, int32_t first_row,
                                    Sampler& sampler) {
   RequestState& st = *states_.at(sched.request_id);
@@ -154,6 +313,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
       o.first_scheduled_time = it->second->first_scheduled;
       outputs.push_back(std::move(o));
       states_.erase(it);
+      if (draft_) draft_->RemoveRequest(id);
     }
     pending_aborts_.clear();
   }
@@ -172,6 +332,13 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
   }
   for (const BlockCopy& c : sched.swap_out) swap_kv_.CopyBlockFrom(kv_, c.src, c.dst);
   for (const BlockCopy& c : sched.swap_in) kv_.CopyBlockFrom(swap_kv_, c.src, c.dst);
+  if (draft_) {
+    // The draft's cache follows the target's block tables, so it moves with them.
+    for (const BlockCopy& c : sched.swap_out) draft_->SwapOutBlock(c.src, c.dst);
+    for (const BlockCopy& c : sched.swap_in) draft_->SwapInBlock(c.src, c.dst);
+    for (const ScheduledRequest& r : sched.scheduled)
+      if (r.is_new) draft_->ResetRequest(r.request_id, r.num_computed_tokens);
+  }
 
   batch_.token_ids.clear();
   batch_.seqs.clear();
@@ -181,13 +348,16 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     const RequestState& st = *states_.at(r.request_id);
     const bool all_logits = st.params.prompt_logprobs.has_value() && !st.prompt_logprobs_sent &&
                             r.num_computed_tokens < st.num_prompt_tokens;
-    batch_.seqs.push_back(
-        {r.num_scheduled_tokens, r.num_computed_tokens, r.block_table, all_logits});
+    // Verifying d drafts needs the logits of the last d + 1 positions.
+    batch_.seqs.push_back({r.num_scheduled_tokens, r.num_computed_tokens, r.block_table,
+                           all_logits || r.num_spec_tokens > 0});
   }
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
 
   for (size_t i = 0; i < sched.scheduled.size(); ++i) {
-    if (batch_.seqs[i].all_logits)
+    // (Speculative verification also asks for all logits; only prompt positions are scored.)
+    if (batch_.seqs[i].all_logits &&
+        states_.at(sched.scheduled[i].request_id)->params.prompt_logprobs.has_value())
       ScorePromptTokens(sched.scheduled[i], forward_out_.row_offset[i], samplers_[0]);
   }
   // Sample the requests that reached the end of their known tokens, in parallel (each has
@@ -198,13 +368,20 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     if (sched.scheduled[i].samples) sampling.push_back(static_cast<int32_t>(i));
   std::vector<EngineOutput> step_out(sampling.size());
   std::vector<SampledTokens> sampled(sampling.size());
+  std::vector<SpecDecodeStats> spec_stats(sampling.size());
   pool_->Run(static_cast<int64_t>(sampling.size()), [&](int64_t k, int thread) {
     const int32_t i = sampling[k];
+    const ScheduledRequest& r = sched.scheduled[i];
     const int32_t last_row = forward_out_.row_offset[i] +
                              (batch_.seqs[i].all_logits ? batch_.seqs[i].num_tokens - 1 : 0);
-    SampleRequest(sched.scheduled[i], forward_out_.row(last_row), samplers_[thread], step_out[k],
-                  sampled[k]);
+    if (r.num_spec_tokens > 0) {
+      VerifyRequest(r, last_row - r.num_spec_tokens, samplers_[thread], verify_scratch_[thread],
+                    step_out[k], sampled[k], spec_stats[k]);
+    } else {
+      SampleRequest(r, forward_out_.row(last_row), samplers_[thread], step_out[k], sampled[k]);
+    }
   });
+  for (const SpecDecodeStats& s : spec_stats) spec_stats_.Merge(s);
   SampledTokensMap sampled_map;
   for (size_t k = 0; k < sampling.size(); ++k)
     sampled_map.emplace(step_out[k].request_id, std::move(sampled[k]));
@@ -237,6 +414,13 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
     }
   }
   for (EngineOutput& o : step_out) outputs.push_back(std::move(o));
+  if (config_.speculative.enabled()) {
+    RETURN_IF_ERROR(ProposeDrafts(sched, sampled_map));
+    if (draft_) {
+      for (const RequestUpdate& u : updates)
+        if (u.finished()) draft_->RemoveRequest(u.request_id);
+    }
+  }
   return outputs;
 }
 
@@ -252,6 +436,9 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_queries = kv.prefix_cache_stats().queries;
   s.prefix_cache_hits = kv.prefix_cache_stats().hits;
   s.num_steps = num_steps_;
+  s.num_speculative_tokens =
+      config_.speculative.enabled() ? config_.speculative.num_speculative_tokens : 0;
+  s.spec_decode = spec_stats_;
   s.num_free_blocks = kv.num_free_blocks();
   s.num_usable_blocks = kv.block_pool().num_usable_blocks();
   for (const std::string& id : scheduler_->RunningIds()) {

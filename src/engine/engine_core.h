@@ -23,6 +23,9 @@
 #include "sample/sampler_state.h"
 #include "sample/stop_checker.h"
 #include "sched/scheduler.h"
+#include "spec/draft_model_proposer.h"
+#include "spec/ngram_proposer.h"
+#include "spec/spec_decode_stats.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {
@@ -62,11 +65,16 @@ struct KvCacheReport {
   int64_t weights_bytes = 0;
   int64_t activation_bytes = 0;
   int64_t kv_bytes_per_token = 0;
+  KvElementFormat kv_format;    // resolved --kv-cache-dtype (storage_dtype: what is stored)
   int32_t num_blocks = 0;       // usable blocks (excluding the null block)
   int64_t num_tokens = 0;       // num_blocks * block_size
   double max_concurrency = 0;   // num_tokens / max_model_len
   int32_t num_swap_blocks = 0;  // secondary pool
   int32_t max_model_len = 0;
+  // Speculative decoding with a draft model: its weights and KV bytes per token (its KV cache
+  // has as many blocks as the target's, so the blocks above come from the shared budget).
+  int64_t draft_weights_bytes = 0;
+  int64_t draft_kv_bytes_per_token = 0;
 };
 
 struct EngineStats {
@@ -84,6 +92,9 @@ struct EngineStats {
   // KV waste: slots of blocks held by requests vs slots holding a computed token.
   int64_t kv_slots_allocated = 0;
   int64_t kv_slots_used = 0;
+  // Speculative decoding (cumulative); num_speculative_tokens = 0 when it is off.
+  int32_t num_speculative_tokens = 0;
+  SpecDecodeStats spec_decode;
 };
 
 class EngineCore {
@@ -113,7 +124,10 @@ class EngineCore {
   // Tokens (prompt and generated) computed by the last Step(); 0 when it ran no batch.
   int32_t last_step_num_tokens() const { return last_step_num_tokens_; }
   // For tests: poison the whole KV cache with NaN (unused slots must never be read).
-  void PoisonKvCache() { kv_.PoisonWithNaN(); }
+  void PoisonKvCache() {
+    kv_.PoisonWithNaN();
+    if (draft_) draft_->PoisonKvCache();
+  }
 
  private:
   struct RequestState {
@@ -126,12 +140,27 @@ class EngineCore {
     std::vector<int32_t> prompt;  // kept only when prompt logprobs are wanted
     std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
     bool prompt_logprobs_sent = false;
+    // Draft-model speculation of a random request: [drafts][vocab] distributions the pending
+    // drafts were drawn from (empty for greedy requests and n-gram drafts).
+    std::vector<float> draft_probs;
   };
 
   EngineCore() = default;
   // Samples one token for a scheduled request and runs its stop check.
   void SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
                      EngineOutput& out, SampledTokens& sampled);
+  // Speculative decoding: verifies a request's num_spec_tokens drafts against the target rows
+  // [first_row, first_row + drafts] (rejection sampling), then appends the emitted tokens one
+  // by one through the stop check, which may cut the run short.
+  void VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
+                     std::vector<float>& scratch, EngineOutput& out, SampledTokens& sampled,
+                     SpecDecodeStats& stats);
+  // After a step's update: the draft model catches up on the verified tokens (finished
+  // requests included, so cached blocks hold draft KV too), then drafts for the next step.
+  Status ProposeDrafts(const SchedulerOutput& sched, const SampledTokensMap& sampled);
+  // Drafts a running request may get next step (0 = none): k, bounded by max_model_len, its
+  // remaining output tokens and the draft model's length.
+  int32_t MaxDrafts(const Request& req) const;
   // Scores prompt tokens p+1 with the logits of rows at positions p of this step.
   void ScorePromptTokens(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler);
 
@@ -152,6 +181,11 @@ class EngineCore {
   KvCacheReport kv_report_;
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
+  // Speculative decoding (null when off).
+  std::unique_ptr<DraftModelProposer> draft_;
+  std::unique_ptr<NgramProposer> ngram_;
+  SpecDecodeStats spec_stats_;
+  std::vector<std::vector<float>> verify_scratch_;  // per pool thread: [k+1][vocab]
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;

@@ -1,5 +1,6 @@
 #include "engine/kv_cache_sizing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu_backend.h"
@@ -8,7 +9,8 @@
 
 namespace pagellm {
 
-StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig& config) {
+StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig& config,
+                                    const DraftModelProposer* draft) {
   const ModelConfig& mc = model.config;
   CpuKvOptions o;
   o.gpu_memory_utilization = config.gpu_memory_utilization;
@@ -19,18 +21,63 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
   o.max_model_len = config.max_model_len;
   o.max_num_batched_tokens = config.scheduler.max_num_batched_tokens;
   o.max_num_seqs = config.scheduler.max_num_seqs;
+  o.kv_cache_dtype = config.kv_cache_dtype;
+  o.kv_cache_dtype_skip_layers = config.kv_cache_dtype_skip_layers;
   o.activation_bytes = CpuBackend::ActivationBytes(mc, config.scheduler.max_num_batched_tokens,
                                                    config.scheduler.max_num_seqs);
-  ASSIGN_OR_RETURN(MemoryPlan plan, PlanCpuKvCache(model, o));
+  int64_t weights_bytes = model.weights.total_bytes;
+  if (draft != nullptr) {
+    const ModelConfig& dc = draft->model().config;
+    weights_bytes += draft->weights_bytes();
+    o.activation_bytes += CpuBackend::ActivationBytes(
+        dc, config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs);
+    if (!o.num_gpu_blocks_override) {
+      // The budget left after both models' weights and activations, shared by the two caches
+      // in proportion to their bytes per token.
+      ASSIGN_OR_RETURN(MemoryPlan whole, ComputeCpuKvPlan(mc, weights_bytes, 0, o));
+      const int64_t target_kv = whole.kv_bytes_per_token;
+      const double share = static_cast<double>(target_kv) /
+                           static_cast<double>(target_kv + draft->kv_bytes_per_token());
+      o.kv_cache_memory = static_cast<int64_t>(
+          std::floor(static_cast<double>(std::max<int64_t>(whole.kv_cache_budget_bytes, 0)) *
+                     share));
+    }
+  }
+  ASSIGN_OR_RETURN(MemoryPlan plan, PlanCpuKvCache(mc, weights_bytes, o));
   for (const std::string& line : PlanSummaryLines(plan)) spdlog::info("{}", line);
   KvCacheReport r;
   r.weights_bytes = plan.weights_bytes;
   r.activation_bytes = plan.activation_bytes;
   r.kv_bytes_per_token = plan.kv_bytes_per_token;
+  r.kv_format = plan.input.kv_format;
+  if (r.kv_format.storage_dtype != AutoKvCacheDtype(mc.weight_dtype)) {
+    // Say what the chosen dtype buys against the model-dtype cache at the same budget.
+    KvElementFormat model_format = r.kv_format;
+    model_format.bits_per_element = r.kv_format.skip_bits_per_element;
+    model_format.scale_bytes_per_head_per_token = 0;
+    const double model_bytes =
+        static_cast<double>(KvBytesPerToken(model_format, mc.num_layers, mc.num_kv_heads,
+                                            mc.head_dim));
+    spdlog::info("KV cache dtype {}: {:.2f}x the blocks of a {} cache at this budget",
+                 KvCacheDtypeName(r.kv_format.storage_dtype),
+                 model_bytes / static_cast<double>(plan.kv_bytes_per_token),
+                 KvCacheDtypeName(r.kv_format.skip_dtype));
+  }
   r.num_blocks = static_cast<int32_t>(plan.num_blocks);
   r.num_tokens = plan.num_tokens;
   r.max_concurrency = plan.max_concurrency;
   r.max_model_len = config.max_model_len;
+  if (draft != nullptr) {
+    r.draft_weights_bytes = draft->weights_bytes();
+    r.draft_kv_bytes_per_token = draft->kv_bytes_per_token();
+    spdlog::info(
+        "speculative draft '{}': weights {:.1f} MiB, KV {} bytes/token (target {}); {} blocks "
+        "shared by both caches, {:.1f} MiB of draft KV",
+        draft->model().path, r.draft_weights_bytes / 1048576.0, r.draft_kv_bytes_per_token,
+        r.kv_bytes_per_token, r.num_blocks,
+        static_cast<double>(r.draft_kv_bytes_per_token) * config.block_size *
+            (r.num_blocks + 1) / 1048576.0);
+  }
   if (config.scheduler.preemption_mode == PreemptionMode::kSwap) {
     const double bytes = config.swap_space_gib * 1024.0 * 1024.0 * 1024.0;
     r.num_swap_blocks = static_cast<int32_t>(std::floor(bytes / plan.kv_bytes_per_block));

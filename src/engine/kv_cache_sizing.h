@@ -11,6 +11,10 @@ namespace pagellm {
 // --gpu-memory-utilization x available memory - weights - activation peak; swap blocks from
 // --swap-space when --preemption-mode swap. Refuses a max_model_len that cannot fit one
 // request, naming the numbers and the largest length that would.
-StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig& config);
+//
+// With a speculative draft model, the draft's weights and activation peak come off the budget
+// too and each block costs target + draft KV bytes (both caches have the same block count).
+StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig& config,
+                                    const DraftModelProposer* draft = nullptr);
 
 }  // namespace pagellm

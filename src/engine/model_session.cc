@@ -35,10 +35,17 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   shape.num_blocks = o.num_kv_blocks > 0
                          ? o.num_kv_blocks
                          : (s->max_model_len_ + o.block_size - 1) / o.block_size + 1;
+  ASSIGN_OR_RETURN(KvElementFormat kv_format,
+                   ResolveKvCacheFormat(o.kv_cache_dtype, c.weight_dtype,
+                                        o.kv_cache_dtype_skip_layers, c.num_layers));
+  shape.dtype = kv_format.storage_dtype;
+  shape.skip_layers = kv_format.skip_layers;
+  shape.skip_dtype = kv_format.skip_dtype;
   ASSIGN_OR_RETURN(s->kv_, KvCacheStorage::Create(shape));
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
   s->backend_ =
       std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
+  s->backend_->set_calculate_kv_scales(o.calculate_kv_scales);
   return s;
 }
 

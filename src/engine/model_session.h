@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
@@ -22,6 +23,10 @@ struct SessionOptions {
   int block_size = 16;
   int num_kv_blocks = 0;  // 0 = enough for one sequence of max_model_len (+ null block)
   bool require_tokenizer = true;
+  // --kv-cache-dtype and friends, as EngineConfig (auto = the model dtype).
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+  std::vector<int> kv_cache_dtype_skip_layers;
+  bool calculate_kv_scales = false;
 };
 
 class ModelSession {

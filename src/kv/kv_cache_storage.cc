@@ -1,41 +1,89 @@
 #include "kv/kv_cache_storage.h"
 
-#include <algorithm>
-#include <limits>
-
-#include "pagellm/check.h"
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "fmt/format.h"
+#include "kv/kv_quant.h"
+#include "pagellm/check.h"
 
 namespace pagellm {
+
+KvCacheDtype KvCacheShape::layer_dtype(int layer) const {
+  const bool skip = std::find(skip_layers.begin(), skip_layers.end(), layer) != skip_layers.end();
+  return CanonicalKvStorageDtype(skip ? skip_dtype : dtype);
+}
+
+int64_t KvCacheShape::row_bytes(int layer) const {
+  return KvRowBytes(layer_dtype(layer), head_dim);
+}
+
+int64_t KvCacheShape::bytes_per_token() const {
+  int64_t b = 0;
+  for (int l = 0; l < num_layers; ++l) b += 2 * bytes_per_token_per_layer(l);
+  return b;
+}
+
+std::string KvCacheKeySpace(const KvCacheShape& shape) {
+  std::string s(KvCacheDtypeName(CanonicalKvStorageDtype(shape.dtype)));
+  if (!shape.skip_layers.empty()) {
+    std::vector<int> layers = shape.skip_layers;
+    std::sort(layers.begin(), layers.end());
+    s += "+skip";
+    for (size_t i = 0; i < layers.size(); ++i) s += (i ? "," : "") + std::to_string(layers[i]);
+    s += ":" + std::string(KvCacheDtypeName(CanonicalKvStorageDtype(shape.skip_dtype)));
+  }
+  return s;
+}
 
 StatusOr<KvCacheStorage> KvCacheStorage::Create(const KvCacheShape& shape) {
   if (shape.num_layers <= 0 || shape.num_kv_heads <= 0 || shape.head_dim <= 0 ||
       shape.block_size < 1 || shape.block_size > 256 || shape.num_blocks < 2) {
     return InvalidArgumentError(fmt::format(
         "invalid KV cache shape: layers {} kv_heads {} head_dim {} block_size {} blocks {}",
-        shape.num_layers, shape.num_kv_heads, shape.head_dim, shape.block_size,
-        shape.num_blocks));
+        shape.num_layers, shape.num_kv_heads, shape.head_dim, shape.block_size, shape.num_blocks));
   }
+  if (shape.dtype == KvCacheDtype::kAuto || shape.skip_dtype == KvCacheDtype::kAuto)
+    return InvalidArgumentError("KV cache dtype 'auto' must be resolved before allocation");
+  if (shape.dtype == KvCacheDtype::kInt4 && shape.head_dim % 2 != 0)
+    return InvalidArgumentError(
+        fmt::format("--kv-cache-dtype int4 needs an even head_dim, got {}", shape.head_dim));
+  for (int l : shape.skip_layers)
+    if (l < 0 || l >= shape.num_layers)
+      return InvalidArgumentError(fmt::format(
+          "--kv-cache-dtype-skip-layers: layer {} outside [0, {})", l, shape.num_layers));
   KvCacheStorage s;
   s.shape_ = shape;
+  int64_t offset = 0;
+  for (int l = 0; l < shape.num_layers; ++l) {
+    s.layer_dtype_.push_back(shape.layer_dtype(l));
+    s.row_bytes_.push_back(shape.row_bytes(l));
+    for (int kv = 0; kv < 2; ++kv) {
+      s.layer_offset_.push_back(offset);
+      offset += shape.bytes_per_block_per_layer(l) * shape.num_blocks;
+    }
+  }
+  s.k_scale_.assign(shape.num_layers, 1.0f);
+  s.v_scale_.assign(shape.num_layers, 1.0f);
   const size_t bytes = static_cast<size_t>(shape.total_bytes());
+  CHECK_EQ(static_cast<int64_t>(bytes), offset);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return ResourceExhaustedError(fmt::format("cannot reserve {} bytes of KV cache: {}", bytes,
-                                              std::strerror(errno)));
+    return ResourceExhaustedError(
+        fmt::format("cannot reserve {} bytes of KV cache: {}", bytes, std::strerror(errno)));
   }
-  s.base_ = static_cast<float*>(p);
+  s.base_ = static_cast<uint8_t*>(p);
   s.mapped_bytes_ = bytes;
   return s;
 }
 
-KvCacheStorage::~KvCacheStorage() { Release(); }
+KvCacheStorage::~KvCacheStorage() {
+  Release();
+}
 
 void KvCacheStorage::Release() {
   if (base_ != nullptr) ::munmap(base_, mapped_bytes_);
@@ -43,16 +91,19 @@ void KvCacheStorage::Release() {
   mapped_bytes_ = 0;
 }
 
-KvCacheStorage::KvCacheStorage(KvCacheStorage&& o) noexcept
-    : shape_(o.shape_), base_(o.base_), mapped_bytes_(o.mapped_bytes_) {
-  o.base_ = nullptr;
-  o.mapped_bytes_ = 0;
+KvCacheStorage::KvCacheStorage(KvCacheStorage&& o) noexcept {
+  *this = std::move(o);
 }
 
 KvCacheStorage& KvCacheStorage::operator=(KvCacheStorage&& o) noexcept {
   if (this != &o) {
     Release();
-    shape_ = o.shape_;
+    shape_ = std::move(o.shape_);
+    layer_dtype_ = std::move(o.layer_dtype_);
+    row_bytes_ = std::move(o.row_bytes_);
+    layer_offset_ = std::move(o.layer_offset_);
+    k_scale_ = std::move(o.k_scale_);
+    v_scale_ = std::move(o.v_scale_);
     base_ = o.base_;
     mapped_bytes_ = o.mapped_bytes_;
     o.base_ = nullptr;
@@ -61,21 +112,54 @@ KvCacheStorage& KvCacheStorage::operator=(KvCacheStorage&& o) noexcept {
   return *this;
 }
 
+float* KvCacheStorage::k(int layer) {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<float*>(k_bytes(layer));
+}
+float* KvCacheStorage::v(int layer) {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<float*>(v_bytes(layer));
+}
+const float* KvCacheStorage::k(int layer) const {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<const float*>(k_bytes(layer));
+}
+const float* KvCacheStorage::v(int layer) const {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<const float*>(v_bytes(layer));
+}
+float* KvCacheStorage::k_slot(int layer, int block, int slot) {
+  return k(layer) +
+         (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * shape_.head_dim;
+}
+float* KvCacheStorage::v_slot(int layer, int block, int slot) {
+  return v(layer) +
+         (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * shape_.head_dim;
+}
+
+void KvCacheStorage::set_scales(int layer, float k_scale, float v_scale) {
+  CHECK(k_scale > 0 && v_scale > 0) << "KV scales must be positive";
+  k_scale_[layer] = k_scale;
+  v_scale_[layer] = v_scale;
+}
+
 void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block) {
-  CHECK_EQ(src.shape_.floats_per_block_per_layer(), shape_.floats_per_block_per_layer());
   CHECK_EQ(src.shape_.num_layers, shape_.num_layers);
+  CHECK_EQ(src.shape_.block_size, shape_.block_size);
   CHECK(src_block >= 0 && src_block < src.shape_.num_blocks);
   CHECK(dst_block >= 0 && dst_block < shape_.num_blocks);
-  const int64_t n = shape_.floats_per_block_per_layer();
   for (int l = 0; l < shape_.num_layers; ++l) {
-    std::copy_n(src.k(l) + src_block * n, n, k(l) + dst_block * n);
-    std::copy_n(src.v(l) + src_block * n, n, v(l) + dst_block * n);
+    CHECK(src.layer_dtype_[l] == layer_dtype_[l]);
+    const int64_t n = shape_.bytes_per_block_per_layer(l);
+    CHECK_EQ(src.shape_.bytes_per_block_per_layer(l), n);
+    std::memcpy(k_bytes(l) + dst_block * n, src.k_bytes(l) + src_block * n, n);
+    std::memcpy(v_bytes(l) + dst_block * n, src.v_bytes(l) + src_block * n, n);
   }
 }
 
 void KvCacheStorage::PoisonWithNaN() {
   if (base_ == nullptr) return;
-  std::fill_n(base_, mapped_bytes_ / sizeof(float), std::numeric_limits<float>::quiet_NaN());
+  std::memset(base_, 0xFF, mapped_bytes_);
 }
 
 }  // namespace pagellm

@@ -1,14 +1,19 @@
 // Paged KV storage: one object holding, per layer, K and V for every block.
 //
-// Layout per layer and per K/V: [num_blocks][block_size][num_kv_heads][head_dim] float32.
-// A token at position p of a request lives in block block_table[p / block_size], slot
-// p % block_size. Block 0 is the reserved null block (never written with real data).
+// Layout per layer and per K/V: [num_blocks][block_size][num_kv_heads] rows, one row being
+// KvRowBytes(dtype, head_dim) bytes (kv/kv_quant.h: values, then the scale/zero of integer
+// formats, so each block carries its own quantisation metadata). A token at position p of a
+// request lives in block block_table[p / block_size], slot p % block_size. Block 0 is the
+// reserved null block (never written with real data). Layers listed in skip_layers are stored
+// in skip_dtype (the model's own width) instead of dtype.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "pagellm/status.h"
+#include "planner/kv_cache_dtype.h"
 
 namespace pagellm {
 
@@ -18,25 +23,37 @@ struct KvCacheShape {
   int head_dim = 0;
   int block_size = 16;  // tokens per block, 1..256
   int num_blocks = 0;   // including the null block 0
+  // Element format (resolved: never kAuto; kFp8 means e4m3). float32 keeps the historic layout.
+  KvCacheDtype dtype = KvCacheDtype::kFloat32;
+  // Layers kept at skip_dtype (--kv-cache-dtype-skip-layers).
+  std::vector<int> skip_layers;
+  KvCacheDtype skip_dtype = KvCacheDtype::kFloat32;
 
-  int64_t floats_per_token_per_layer() const { return int64_t{num_kv_heads} * head_dim; }
-  int64_t floats_per_block_per_layer() const {
-    return floats_per_token_per_layer() * block_size;
+  KvCacheDtype layer_dtype(int layer) const;
+  // Bytes of one (token, KV head) row in `layer`.
+  int64_t row_bytes(int layer) const;
+  int64_t bytes_per_token_per_layer(int layer) const {  // one of K or V
+    return int64_t{num_kv_heads} * row_bytes(layer);
+  }
+  int64_t bytes_per_block_per_layer(int layer) const {
+    return bytes_per_token_per_layer(layer) * block_size;
   }
   // Bytes of K and V for one token across all layers.
-  int64_t bytes_per_token() const {
-    return 2 * int64_t{num_layers} * floats_per_token_per_layer() * int64_t{sizeof(float)};
-  }
+  int64_t bytes_per_token() const;
   int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }
 };
+
+// Names the stored format for the prefix-cache key space ("float32", "int8",
+// "int4+skip0,5:float32"): blocks written in one format are never reused in another.
+std::string KvCacheKeySpace(const KvCacheShape& shape);
 
 class KvCacheStorage {
  public:
   // Reserves the whole cache up front as one anonymous mapping: pages are zero and cost no
   // memory until first written, so a large --gpu-memory-utilization budget starts instantly
   // and only the blocks actually used become resident. ResourceExhausted if the address space
-  // cannot be reserved.
+  // cannot be reserved; InvalidArgument for a bad shape or a dtype the storage cannot hold.
   static StatusOr<KvCacheStorage> Create(const KvCacheShape& shape);
   KvCacheStorage() = default;
   ~KvCacheStorage();
@@ -46,32 +63,54 @@ class KvCacheStorage {
   KvCacheStorage& operator=(const KvCacheStorage&) = delete;
 
   const KvCacheShape& shape() const { return shape_; }
-  float* k(int layer) { return base_ + layer_offset(layer, 0); }
-  float* v(int layer) { return base_ + layer_offset(layer, 1); }
-  const float* k(int layer) const { return base_ + layer_offset(layer, 0); }
-  const float* v(int layer) const { return base_ + layer_offset(layer, 1); }
-  // Address of (block, slot) for one layer's K or V: [num_kv_heads][head_dim] floats.
-  float* k_slot(int layer, int block, int slot) {
-    return k(layer) + (int64_t{block} * shape_.block_size + slot) * shape_.floats_per_token_per_layer();
+  KvCacheDtype layer_dtype(int layer) const { return layer_dtype_[layer]; }
+  int64_t row_bytes(int layer) const { return row_bytes_[layer]; }
+  // Raw bytes of one layer's K or V: [num_blocks][block_size][num_kv_heads][row_bytes].
+  uint8_t* k_bytes(int layer) { return base_ + layer_offset_[2 * layer]; }
+  uint8_t* v_bytes(int layer) { return base_ + layer_offset_[2 * layer + 1]; }
+  const uint8_t* k_bytes(int layer) const { return base_ + layer_offset_[2 * layer]; }
+  const uint8_t* v_bytes(int layer) const { return base_ + layer_offset_[2 * layer + 1]; }
+  // Address of (block, slot) for one layer's K or V: [num_kv_heads] rows.
+  uint8_t* k_slot_bytes(int layer, int block, int slot) {
+    return k_bytes(layer) + slot_offset(layer, block, slot);
   }
-  float* v_slot(int layer, int block, int slot) {
-    return v(layer) + (int64_t{block} * shape_.block_size + slot) * shape_.floats_per_token_per_layer();
+  uint8_t* v_slot_bytes(int layer, int block, int slot) {
+    return v_bytes(layer) + slot_offset(layer, block, slot);
   }
+  // float32 views, valid only for layers stored as float32 (CHECKed).
+  float* k(int layer);
+  float* v(int layer);
+  const float* k(int layer) const;
+  const float* v(int layer) const;
+  float* k_slot(int layer, int block, int slot);
+  float* v_slot(int layer, int block, int slot);
+
+  // fp8_e4m3 per-layer scales (stored value x scale = real value); 1.0 until set. Other
+  // formats ignore them.
+  float k_scale(int layer) const { return k_scale_[layer]; }
+  float v_scale(int layer) const { return v_scale_[layer]; }
+  void set_scales(int layer, float k_scale, float v_scale);
+
   // Copies one block (every layer, K and V) from `src` into block `dst_block` of this storage;
-  // both storages must have the same per-block shape. Used for swap-out/swap-in.
+  // both storages must have the same per-block layout. Used for swap-out/swap-in (the bytes
+  // move as stored: quantised blocks are never re-quantised).
   void CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block);
-  // Fills every value with a quiet NaN: tests use it to prove kernels never read unused slots.
+  // Fills every byte with 0xFF: NaN in every format (float, bf16, fp16, both fp8 and the fp16
+  // scales of int8/int4), so tests can prove kernels never read unused slots.
   void PoisonWithNaN();
 
  private:
-  // Layer l's K at [2l], V at [2l + 1], each floats_per_block_per_layer x num_blocks floats.
-  int64_t layer_offset(int layer, int kv) const {
-    return (2 * int64_t{layer} + kv) * shape_.floats_per_block_per_layer() * shape_.num_blocks;
+  int64_t slot_offset(int layer, int block, int slot) const {
+    return (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * row_bytes_[layer];
   }
   void Release();
 
   KvCacheShape shape_;
-  float* base_ = nullptr;
+  std::vector<KvCacheDtype> layer_dtype_;  // per layer, canonical
+  std::vector<int64_t> row_bytes_;         // per layer
+  std::vector<int64_t> layer_offset_;      // [2 x layer + kv] -> byte offset of that region
+  std::vector<float> k_scale_, v_scale_;   // per layer (fp8_e4m3)
+  uint8_t* base_ = nullptr;
   size_t mapped_bytes_ = 0;
 };
 

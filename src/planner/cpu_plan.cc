@@ -22,12 +22,11 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
     return InvalidArgumentError(fmt::format("--max-num-seqs {} must be >= 1", o.max_num_seqs));
   }
   ASSIGN_OR_RETURN(KvElementFormat format,
-                   ResolveKvElementFormat(o.kv_cache_dtype, 8 * o.kv_dtype_bytes));
-  if (format.bits_per_element != 8 * o.kv_dtype_bytes ||
-      format.scale_bytes_per_head_per_token != 0) {
-    return UnimplementedError(fmt::format(
-        "--kv-cache-dtype {}: the CPU backend's KV cache stores {}-byte elements only (use auto)",
-        KvCacheDtypeName(o.kv_cache_dtype), o.kv_dtype_bytes));
+                   ResolveKvCacheFormat(o.kv_cache_dtype, config.weight_dtype,
+                                        o.kv_cache_dtype_skip_layers, config.num_layers));
+  if (format.storage_dtype == KvCacheDtype::kInt4 && config.head_dim % 2 != 0) {
+    return InvalidArgumentError(
+        fmt::format("--kv-cache-dtype int4 needs an even head_dim, got {}", config.head_dim));
   }
 
   PlanInput in;
@@ -72,6 +71,10 @@ KvCacheShape CpuKvCacheShape(const MemoryPlan& plan) {
   shape.head_dim = plan.input.model.head_dim;
   shape.block_size = plan.input.block_size;
   shape.num_blocks = static_cast<int>(plan.num_blocks_allocated);
+  const KvElementFormat& f = plan.input.kv_format;
+  if (f.storage_dtype != KvCacheDtype::kAuto) shape.dtype = f.storage_dtype;
+  shape.skip_layers = f.skip_layers;
+  if (f.skip_dtype != KvCacheDtype::kAuto) shape.skip_dtype = f.skip_dtype;
   return shape;
 }
 

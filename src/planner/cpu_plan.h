@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kv/kv_cache_storage.h"
 #include "model/model_config.h"
@@ -20,9 +21,6 @@
 
 namespace pagellm {
 
-// Bytes per element of the CPU backend's KV cache (KvCacheStorage holds float32).
-inline constexpr int kCpuKvCacheElementBytes = 4;
-
 struct CpuKvOptions {
   double gpu_memory_utilization = 0.9;             // fraction of the host memory available to us
   std::optional<int64_t> kv_cache_memory;          // KV budget in bytes; utilization ignored
@@ -31,10 +29,9 @@ struct CpuKvOptions {
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   int64_t max_num_batched_tokens = SchedulerConfig{}.max_num_batched_tokens;
   int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
+  // --kv-cache-dtype; "auto" resolves to the model dtype (AutoKvCacheDtype).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  // Element width the backend's cache stores: "auto" resolves to it, and a --kv-cache-dtype of
-  // another width is refused (the backend has one cache format).
-  int kv_dtype_bytes = kCpuKvCacheElementBytes;
+  std::vector<int> kv_cache_dtype_skip_layers;
   // < 0: CpuActivationBytes(config, max_num_batched_tokens, max_num_seqs); the engine may pass
   // its own figure instead.
   int64_t activation_bytes = -1;
@@ -52,8 +49,7 @@ int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_to
                            int64_t max_num_seqs);
 
 // Plans the CPU KV cache. `weights_bytes` is LoadedModel::weights.total_bytes (the bytes the
-// weights occupy as loaded). Errors: InvalidArgument for bad options, Unimplemented for a
-// --kv-cache-dtype the CPU cache cannot store, ResourceExhausted (vLLM-style message with the
+// weights occupy as loaded). Errors: InvalidArgument for bad options, ResourceExhausted (vLLM-style message with the
 // largest max_model_len that fits) when one request of max_model_len does not fit.
 StatusOr<MemoryPlan> PlanCpuKvCache(const ModelConfig& config, int64_t weights_bytes,
                                     const CpuKvOptions& options);
@@ -67,7 +63,7 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
 StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions& options);
 
 // The storage shape to allocate for a CPU plan: num_blocks = plan.num_blocks_allocated
-// (usable blocks + the null block 0).
+// (usable blocks + the null block 0), dtype and skip layers from the plan's KV format.
 KvCacheShape CpuKvCacheShape(const MemoryPlan& plan);
 
 }  // namespace pagellm

@@ -77,6 +77,52 @@ StatusOr<KvElementFormat> ResolveKvElementFormat(KvCacheDtype dtype, int auto_bi
   return f;
 }
 
+KvCacheDtype AutoKvCacheDtype(DType weight_dtype) {
+  switch (weight_dtype) {
+    case DType::kF32:
+      return KvCacheDtype::kFloat32;
+    case DType::kBF16:
+      return KvCacheDtype::kBFloat16;
+    default:
+      return KvCacheDtype::kFloat16;
+  }
+}
+
+StatusOr<KvElementFormat> ResolveKvCacheFormat(KvCacheDtype dtype, DType weight_dtype,
+                                               const std::vector<int>& skip_layers,
+                                               int num_layers) {
+  const KvCacheDtype model = AutoKvCacheDtype(weight_dtype);
+  const int model_bits = model == KvCacheDtype::kFloat32 ? 32 : 16;
+  ASSIGN_OR_RETURN(KvElementFormat f, ResolveKvElementFormat(dtype, model_bits));
+  f.storage_dtype = dtype == KvCacheDtype::kAuto  ? model
+                    : dtype == KvCacheDtype::kFp8 ? KvCacheDtype::kFp8E4m3
+                                                  : dtype;
+  for (int l : skip_layers) {
+    if (l < 0 || l >= num_layers) {
+      return InvalidArgumentError(
+          fmt::format("--kv-cache-dtype-skip-layers: layer {} outside [0, {})", l, num_layers));
+    }
+    bool seen = false;
+    for (int x : f.skip_layers) seen |= x == l;
+    if (!seen) f.skip_layers.push_back(l);
+  }
+  f.skip_dtype = model;
+  f.skip_bits_per_element = model_bits;
+  return f;
+}
+
+int64_t KvBytesPerToken(const KvElementFormat& format, int64_t num_layers, int64_t num_kv_heads,
+                        int64_t head_dim) {
+  const int64_t skipped = static_cast<int64_t>(format.skip_layers.size());
+  int64_t bytes = (num_layers - skipped) * KvBytesPerTokenPerLayer(format, num_kv_heads, head_dim);
+  if (skipped > 0) {
+    KvElementFormat skip;
+    skip.bits_per_element = format.skip_bits_per_element;
+    bytes += skipped * KvBytesPerTokenPerLayer(skip, num_kv_heads, head_dim);
+  }
+  return bytes;
+}
+
 int64_t KvBytesPerTokenPerLayer(const KvElementFormat& format, int64_t num_kv_heads,
                                 int64_t head_dim) {
   CHECK(format.bits_per_element > 0) << "unresolved KV element format";

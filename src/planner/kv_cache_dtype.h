@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "pagellm/dtype.h"
 #include "pagellm/status.h"
 
 namespace pagellm {
@@ -44,7 +46,25 @@ struct KvElementFormat {
   // Bytes added per KV head per token for each of K and V (scale + zero point); 0 for float
   // and fp8 formats.
   int scale_bytes_per_head_per_token = 0;
+  // The storage format (fp8 -> fp8_e4m3, auto -> the model dtype) when resolved with
+  // ResolveKvCacheFormat; kAuto from ResolveKvElementFormat (width only).
+  KvCacheDtype storage_dtype = KvCacheDtype::kAuto;
+  // --kv-cache-dtype-skip-layers: these layers are stored in skip_dtype (the model dtype,
+  // skip_bits_per_element wide, no scales).
+  std::vector<int> skip_layers;
+  KvCacheDtype skip_dtype = KvCacheDtype::kAuto;
+  int skip_bits_per_element = 0;
 };
+
+// What "auto" stores on the CPU backend for a model whose matrices are `weight_dtype`: float32
+// for F32, bfloat16 for BF16, float16 otherwise (F16 and quantised GGUF weights; llama.cpp's
+// default cache type is f16).
+KvCacheDtype AutoKvCacheDtype(DType weight_dtype);
+
+// Resolves a requested dtype for a model (auto and fp8 mapped to what is stored) with its skip
+// layers (validated against num_layers: InvalidArgument naming the flag).
+StatusOr<KvElementFormat> ResolveKvCacheFormat(KvCacheDtype dtype, DType weight_dtype,
+                                               const std::vector<int>& skip_layers, int num_layers);
 
 // Resolves `dtype` with `auto_bits` (the backend's own cache width: 32 on the CPU backend, 16
 // for a bf16/fp16 model on a GPU). auto_bits must be 32, 16 or 8.
@@ -55,5 +75,9 @@ StatusOr<KvElementFormat> ResolveKvElementFormat(KvCacheDtype dtype, int auto_bi
 // whole bytes.
 int64_t KvBytesPerTokenPerLayer(const KvElementFormat& format, int64_t num_kv_heads,
                                 int64_t head_dim);
+
+// Bytes of K plus V for one token over all `num_layers` layers, skip layers at their own width.
+int64_t KvBytesPerToken(const KvElementFormat& format, int64_t num_layers, int64_t num_kv_heads,
+                        int64_t head_dim);
 
 }  // namespace pagellm

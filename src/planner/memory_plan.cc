@@ -86,10 +86,9 @@ StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
   }
 
   p.kv_heads_per_device = KvHeadsPerDevice(c, tp);
-  p.kv_bytes_per_token =
-      c.num_layers * KvBytesPerTokenPerLayer(in.kv_format, c.num_kv_heads, c.head_dim);
+  p.kv_bytes_per_token = KvBytesPerToken(in.kv_format, c.num_layers, c.num_kv_heads, c.head_dim);
   p.kv_bytes_per_token_per_device =
-      c.num_layers * KvBytesPerTokenPerLayer(in.kv_format, p.kv_heads_per_device, c.head_dim);
+      KvBytesPerToken(in.kv_format, c.num_layers, p.kv_heads_per_device, c.head_dim);
   p.kv_bytes_per_block = p.kv_bytes_per_token_per_device * in.block_size;
   p.blocks_per_request = (in.max_model_len + in.block_size - 1) / in.block_size;
   p.kv_bytes_per_request = p.blocks_per_request * in.block_size * p.kv_bytes_per_token;

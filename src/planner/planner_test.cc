@@ -445,6 +445,7 @@ TEST(CpuPlanTest, MatchesTheFormulaAndTheStorageShape) {
 
 TEST(CpuPlanTest, OverridesAndRefusals) {
   ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);
+  c.weight_dtype = DType::kF32;  // "auto" stores float32 for an F32 model: 1280 bytes per token
   CpuKvOptions o;
   o.host_memory_bytes = kGiB;
   o.num_gpu_blocks_override = 40;  // 640 tokens
@@ -468,11 +469,48 @@ TEST(CpuPlanTest, OverridesAndRefusals) {
   EXPECT_EQ(p.num_blocks, 100);
   EXPECT_EQ(p.activation_bytes, 0);
 
+  // Quantised caches: the same budget holds 4x (fp8) and 32/(4 + 8 x 4 / head_dim)... blocks.
   o.kv_cache_dtype = KvCacheDtype::kFp8;
   StatusOr<MemoryPlan> fp8 = PlanCpuKvCache(c, 1000000, o);
-  EXPECT_EQ(fp8.status().code(), StatusCode::kUnimplemented);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().ToString();
+  EXPECT_EQ(fp8->num_blocks, 400);
+  EXPECT_EQ(CpuKvCacheShape(*fp8).dtype, KvCacheDtype::kFp8E4m3);
+  EXPECT_EQ(CpuKvCacheShape(*fp8).bytes_per_block(), fp8->kv_bytes_per_block);
+  o.kv_cache_dtype = KvCacheDtype::kInt4;
+  o.kv_cache_dtype_skip_layers = {0};
+  StatusOr<MemoryPlan> int4 = PlanCpuKvCache(c, 1000000, o);
+  ASSERT_TRUE(int4.ok()) << int4.status().ToString();
+  const KvCacheShape shape = CpuKvCacheShape(*int4);
+  EXPECT_EQ(shape.layer_dtype(0), KvCacheDtype::kFloat32);
+  EXPECT_EQ(shape.layer_dtype(1), KvCacheDtype::kInt4);
+  EXPECT_EQ(shape.bytes_per_token(), int4->kv_bytes_per_token);
+  o.kv_cache_dtype_skip_layers = {99};
+  EXPECT_EQ(PlanCpuKvCache(c, 1000000, o).status().code(), StatusCode::kInvalidArgument);
+  o.kv_cache_dtype_skip_layers.clear();
   o.kv_cache_dtype = KvCacheDtype::kFloat32;
   EXPECT_TRUE(PlanCpuKvCache(c, 1000000, o).ok());
+}
+
+TEST(CpuPlanTest, AutoFollowsTheModelDtype) {
+  EXPECT_EQ(AutoKvCacheDtype(DType::kF32), KvCacheDtype::kFloat32);
+  EXPECT_EQ(AutoKvCacheDtype(DType::kBF16), KvCacheDtype::kBFloat16);
+  EXPECT_EQ(AutoKvCacheDtype(DType::kF16), KvCacheDtype::kFloat16);
+  EXPECT_EQ(AutoKvCacheDtype(DType::kQ8_0), KvCacheDtype::kFloat16);
+  ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);  // BF16 weights
+  CpuKvOptions o;
+  o.host_memory_bytes = kGiB;
+  o.kv_cache_memory = 100 * 640 * 16;
+  o.activation_bytes = 0;
+  StatusOr<MemoryPlan> p = PlanCpuKvCache(c, 1000000, o);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->kv_bytes_per_token, 640);
+  EXPECT_EQ(p->num_blocks, 100);
+  EXPECT_EQ(CpuKvCacheShape(*p).dtype, KvCacheDtype::kBFloat16);
+  o.kv_cache_dtype = KvCacheDtype::kInt8;  // 8 + 4 bytes per 8-dim row: 2 x 5 x 4 x 12 = 480
+  p = PlanCpuKvCache(c, 1000000, o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->kv_bytes_per_token, 480);
+  EXPECT_EQ(CpuKvCacheShape(*p).bytes_per_token(), 480);
 }
 
 TEST(CpuPlanTest, DefaultsComeFromTheHost) {
