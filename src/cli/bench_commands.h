@@ -12,5 +12,7 @@ CommandFn RegisterBenchLatency(CLI::App& app);
 CommandFn RegisterBenchThroughput(CLI::App& app);
 // `bench serve`: streaming load against an OpenAI-compatible server (vLLM's `bench serve`).
 CommandFn RegisterBenchServe(CLI::App& app);
+// `bench verify`: cost of one speculative verification step of k + 1 tokens vs one decode step.
+CommandFn RegisterBenchVerify(CLI::App& app);
 
 }  // namespace pagellm::cli

@@ -122,9 +122,20 @@ int RunThroughput(ThroughputOptions& o) {
   // Progress on stderr for long runs, at most every kProgressSeconds.
   constexpr double kProgressSeconds = 10;
   Clock::time_point last_progress = t0;
+  // Pure decode steps (nothing waiting, every running request emits a token): their time and
+  // tokens give the decode rate at the batch's context lengths, without prefill.
+  double decode_seconds = 0;
+  int64_t decode_tokens = 0;
+  EngineStats before = core.stats();
   while (core.HasUnfinishedRequests()) {
+    const Clock::time_point step_start = Clock::now();
     auto outs = core.Step();
     if (!outs.ok()) return Fail(outs.status().message());
+    if (before.num_waiting == 0 && before.num_swapped == 0 && before.num_running > 0 &&
+        static_cast<int32_t>(outs->size()) == before.num_running) {
+      decode_seconds += std::chrono::duration<double>(Clock::now() - step_start).count();
+      decode_tokens += static_cast<int64_t>(outs->size());
+    }
     for (const EngineOutput& out : *outs) {
       total_out += static_cast<int64_t>(out.new_token_ids.size());
       finished += out.finished ? 1 : 0;
@@ -134,6 +145,7 @@ int RunThroughput(ThroughputOptions& o) {
       }
     }
     const EngineStats s = core.stats();
+    before = s;
     ++totals.steps;
     totals.slots_allocated += s.kv_slots_allocated;
     totals.slots_used += s.kv_slots_used;
@@ -171,6 +183,9 @@ int RunThroughput(ThroughputOptions& o) {
       {"total_output_tokens", total_out},
       {"input_tokens_per_second", static_cast<double>(total_in) / elapsed},
       {"output_tokens_per_second", static_cast<double>(total_out) / elapsed},
+      {"decode_tokens_per_second", decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0},
+      {"decode_steps_tokens", decode_tokens},
+      {"kv_cache_dtype", KvCacheDtypeName(core.kv_report().kv_format.storage_dtype)},
       {"num_preemptions", end.num_preemptions},
       {"kv_waste", kv_waste},
       {"kv_slots_allocated_sum", totals.slots_allocated},
@@ -191,6 +206,16 @@ int RunThroughput(ThroughputOptions& o) {
       {"enable_prefix_caching", c.enable_prefix_caching},
       {"threads", c.threads},
   };
+  if (c.speculative.enabled()) {
+    // Speculative decoding: vLLM's acceptance figures over the whole run.
+    j["speculative_method"] = c.speculative.method;
+    j["num_speculative_tokens"] = c.speculative.num_speculative_tokens;
+    j["spec_num_drafts"] = end.spec_decode.num_drafts;
+    j["spec_num_draft_tokens"] = end.spec_decode.num_draft_tokens;
+    j["spec_num_accepted_tokens"] = end.spec_decode.num_accepted_tokens;
+    j["spec_acceptance_rate"] = end.spec_decode.AcceptanceRate();
+    j["spec_mean_acceptance_length"] = end.spec_decode.MeanAcceptanceLength();
+  }
   if (o.json) {
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -206,6 +231,8 @@ int RunThroughput(ThroughputOptions& o) {
   fmt::print("{:<32} {:.3f}\n", "Elapsed time (s):", elapsed);
   fmt::print("{:<32} {}\n", "Total num prompt tokens:", total_in);
   fmt::print("{:<32} {}\n", "Total num output tokens:", total_out);
+  fmt::print("{:<32} {:.2f} ({} tokens in pure decode steps)\n", "Decode tokens/s:",
+             decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0, decode_tokens);
   fmt::print("{:<32} {:.2f}\n", "Input tokens/s:", static_cast<double>(total_in) / elapsed);
   fmt::print("{:<32} {:.2f}\n", "Output tokens/s:", static_cast<double>(total_out) / elapsed);
   fmt::print("{:<32} {}\n", "Preemptions:", end.num_preemptions);
@@ -213,6 +240,16 @@ int RunThroughput(ThroughputOptions& o) {
              totals.steps);
   fmt::print("{:<32} {:.1f}\n", "Mean running requests/step:", mean_running);
   fmt::print("{:<32} {:.2f}%\n", "Peak KV cache usage:", 100.0 * totals.peak_kv_usage);
+  if (c.speculative.enabled()) {
+    fmt::print("{:<32} {} k={}: {} drafts, {} draft tokens, {} accepted\n", "Speculative decoding:",
+               c.speculative.method, c.speculative.num_speculative_tokens,
+               end.spec_decode.num_drafts, end.spec_decode.num_draft_tokens,
+               end.spec_decode.num_accepted_tokens);
+    fmt::print("{:<32} {:.2f}%\n", "Draft acceptance rate:",
+               100.0 * end.spec_decode.AcceptanceRate());
+    fmt::print("{:<32} {:.2f}\n", "Mean acceptance length:",
+               end.spec_decode.MeanAcceptanceLength());
+  }
   return 0;
 }
 

@@ -23,6 +23,8 @@ CommandFn RegisterBench(CLI::App& app) {
       RegisterBenchThroughput);
   add("serve", "Streaming load test of an OpenAI-compatible server (TTFT, TPOT, ITL, E2EL)",
       RegisterBenchServe);
+  add("verify", "Cost of verifying k speculative drafts (k + 1 tokens) vs one decode step",
+      RegisterBenchVerify);
   return [subs]() {
     for (const Sub& s : subs)
       if (s.app->parsed()) return s.fn();

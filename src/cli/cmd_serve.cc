@@ -81,7 +81,8 @@ MetricLabels CacheConfigLabels(const EngineCore& core) {
   return {{"block_size", std::to_string(c.block_size)},
           {"gpu_memory_utilization", FormatPrometheusValue(c.gpu_memory_utilization)},
           {"swap_space", FormatPrometheusValue(c.swap_space_gib)},
-          {"cache_dtype", "auto"},
+          // As vLLM: the --kv-cache-dtype as given ("auto", "fp8", "int8", ...).
+          {"cache_dtype", std::string(KvCacheDtypeName(c.kv_cache_dtype))},
           {"num_gpu_blocks_override", PyStr(c.num_gpu_blocks_override)},
           {"enable_prefix_caching", PyStr(c.enable_prefix_caching)},
           {"prefix_caching_hash_algo", "sha256"},
@@ -179,6 +180,8 @@ int RunServe(ServeOptions& o) {
   mc.model_name = sc.model_name();
   mc.max_model_len = (*core)->max_model_len();
   mc.cache_config = CacheConfigLabels(**core);
+  if ((*core)->config().speculative.enabled())
+    mc.num_speculative_tokens = (*core)->config().speculative.num_speculative_tokens;
   EngineMetrics metrics(mc);
   const KvCacheReport report = (*core)->kv_report();
   AsyncEngine engine(std::move(*core), [&metrics](int32_t n) { metrics.OnIteration(n); });

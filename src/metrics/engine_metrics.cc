@@ -110,6 +110,19 @@ EngineMetrics::EngineMetrics(const EngineMetricsConfig& c)
         &registry_.AddCounter("vllm:request_success", "Count of successfully processed requests.",
                               With(Base(c), "finished_reason", reason));
   }
+  if (c.num_speculative_tokens > 0) {
+    spec_drafts_ = &registry_.AddCounter("vllm:spec_decode_num_drafts",
+                                         "Number of spec decoding drafts.", Base(c));
+    spec_draft_tokens_ = &registry_.AddCounter("vllm:spec_decode_num_draft_tokens",
+                                               "Number of draft tokens.", Base(c));
+    spec_accepted_tokens_ = &registry_.AddCounter("vllm:spec_decode_num_accepted_tokens",
+                                                  "Number of accepted tokens.", Base(c));
+    for (int32_t pos = 0; pos < c.num_speculative_tokens; ++pos) {
+      spec_accepted_per_pos_.push_back(&registry_.AddCounter(
+          "vllm:spec_decode_num_accepted_tokens_per_pos",
+          "Accepted tokens per draft position.", With(Base(c), "position", std::to_string(pos))));
+    }
+  }
   // An info metric: constant 1, the configuration in its labels (engine label last, as vLLM).
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
@@ -170,6 +183,18 @@ void EngineMetrics::UpdateEngineStats(const EngineStats& s) {
   advance(preemptions_, s.num_preemptions, last_preemptions_);
   advance(prefix_queries_, s.prefix_cache_queries, last_prefix_queries_);
   advance(prefix_hits_, s.prefix_cache_hits, last_prefix_hits_);
+  if (spec_drafts_ != nullptr) {
+    const SpecDecodeStats& now = s.spec_decode;
+    const SpecDecodeStats delta =
+        now.num_drafts >= last_spec_.num_drafts ? now.Since(last_spec_) : now;
+    spec_drafts_->Inc(static_cast<double>(delta.num_drafts));
+    spec_draft_tokens_->Inc(static_cast<double>(delta.num_draft_tokens));
+    spec_accepted_tokens_->Inc(static_cast<double>(delta.num_accepted_tokens));
+    for (size_t pos = 0; pos < delta.accepted_per_pos.size() && pos < spec_accepted_per_pos_.size();
+         ++pos)
+      spec_accepted_per_pos_[pos]->Inc(static_cast<double>(delta.accepted_per_pos[pos]));
+    last_spec_ = now;
+  }
 }
 
 std::string EngineMetrics::Render(const EngineStats& stats) {

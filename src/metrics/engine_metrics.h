@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/engine_core.h"
 #include "metrics/metrics_registry.h"
@@ -26,6 +27,9 @@ struct EngineMetricsConfig {
   int32_t max_model_len = 0;
   // Labels of vllm:cache_config_info (block_size, cache_dtype, num_gpu_blocks, ...).
   MetricLabels cache_config;
+  // k of speculative decoding; 0 = off (the vllm:spec_decode_* counters are then absent, as
+  // vLLM registers them only with a speculative config).
+  int32_t num_speculative_tokens = 0;
 };
 
 // What one engine request looked like when it finished (vLLM's FinishedRequestStats).
@@ -101,6 +105,12 @@ class EngineMetrics {
   int64_t last_preemptions_ = 0;
   int64_t last_prefix_queries_ = 0;
   int64_t last_prefix_hits_ = 0;
+  // Speculative decoding (null / empty when off).
+  Counter* spec_drafts_ = nullptr;
+  Counter* spec_draft_tokens_ = nullptr;
+  Counter* spec_accepted_tokens_ = nullptr;
+  std::vector<Counter*> spec_accepted_per_pos_;
+  SpecDecodeStats last_spec_;
 };
 
 }  // namespace pagellm

@@ -18,6 +18,7 @@ void StatsLogger::Start() {
   const EngineStats s = stats_();
   last_queries_ = s.prefix_cache_queries;
   last_hits_ = s.prefix_cache_hits;
+  last_spec_ = s.spec_decode;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -66,6 +67,12 @@ void StatsLogger::LogOnce(double elapsed_s) {
               "cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
               prompt_tps, gen_tps, s.num_running, s.num_waiting, s.num_swapped, 100.0 * s.kv_usage,
               hit_rate);
+  if (s.num_speculative_tokens > 0) {
+    // Acceptance rate and mean acceptance length over this interval's verifications.
+    const SpecDecodeStats spec = s.spec_decode.Since(last_spec_);
+    last_spec_ = s.spec_decode;
+    if (spec.num_drafts > 0) spdlog::log(level, "{}", spec.LogLine(elapsed_s));
+  }
 }
 
 }  // namespace pagellm

@@ -45,6 +45,7 @@ class StatsLogger {
   int64_t last_queries_ = 0;
   int64_t last_hits_ = 0;
   bool last_was_idle_ = true;
+  SpecDecodeStats last_spec_;  // speculative-decoding totals at the previous line
 };
 
 }  // namespace pagellm

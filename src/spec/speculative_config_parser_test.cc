@@ -1,0 +1,75 @@
+#include "spec/speculative_config_parser.h"
+
+#include <gtest/gtest.h>
+
+namespace pagellm {
+namespace {
+
+TEST(SpeculativeConfigParserTest, JsonDraftModel) {
+  SpeculativeConfig c;
+  ASSERT_TRUE(MergeSpeculativeConfigJson(
+                  R"({"method": "draft_model", "model": "/m", "num_speculative_tokens": 5,
+                      "max_model_len": 256})",
+                  c)
+                  .ok());
+  ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
+  EXPECT_EQ(c.method, "draft_model");
+  EXPECT_EQ(c.model, "/m");
+  EXPECT_EQ(c.num_speculative_tokens, 5);
+  EXPECT_EQ(c.max_model_len, 256);
+  EXPECT_TRUE(c.enabled());
+}
+
+TEST(SpeculativeConfigParserTest, OldFlagsMeanDraftModel) {
+  SpeculativeConfig c;
+  c.model = "/draft";
+  c.num_speculative_tokens = 3;
+  ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
+  EXPECT_EQ(c.method, "draft_model");
+}
+
+TEST(SpeculativeConfigParserTest, NgramDefaultsAsVllm) {
+  SpeculativeConfig c;
+  ASSERT_TRUE(
+      MergeSpeculativeConfigJson(R"({"method": "ngram", "num_speculative_tokens": 4})", c).ok());
+  ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
+  EXPECT_EQ(c.prompt_lookup_min, 5);
+  EXPECT_EQ(c.prompt_lookup_max, 5);
+  SpeculativeConfig d;
+  ASSERT_TRUE(MergeSpeculativeConfigJson(
+                  R"({"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})", d)
+                  .ok());
+  ASSERT_TRUE(ResolveSpeculativeConfig(d).ok());
+  EXPECT_EQ(d.prompt_lookup_min, 3);
+  EXPECT_EQ(d.prompt_lookup_max, 3);
+}
+
+TEST(SpeculativeConfigParserTest, Errors) {
+  SpeculativeConfig c;
+  EXPECT_FALSE(MergeSpeculativeConfigJson("not json", c).ok());
+  EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"bogus": 1})", c).ok());
+  EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"num_speculative_tokens": "4"})", c).ok());
+  auto resolve = [](SpeculativeConfig s) { return ResolveSpeculativeConfig(s); };
+  SpeculativeConfig no_draft;
+  no_draft.num_speculative_tokens = 4;
+  EXPECT_FALSE(resolve(no_draft).ok());
+  SpeculativeConfig bad_method;
+  bad_method.method = "eagle";
+  bad_method.num_speculative_tokens = 4;
+  EXPECT_FALSE(resolve(bad_method).ok());
+  SpeculativeConfig no_k;
+  no_k.method = "ngram";
+  EXPECT_FALSE(resolve(no_k).ok());
+  SpeculativeConfig bad_lookup;
+  bad_lookup.method = "ngram";
+  bad_lookup.num_speculative_tokens = 2;
+  bad_lookup.prompt_lookup_min = 4;
+  bad_lookup.prompt_lookup_max = 2;
+  EXPECT_FALSE(resolve(bad_lookup).ok());
+  SpeculativeConfig off;
+  EXPECT_TRUE(resolve(off).ok());
+  EXPECT_FALSE(off.enabled());
+}
+
+}  // namespace
+}  // namespace pagellm
