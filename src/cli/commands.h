@@ -17,6 +17,7 @@ CommandFn RegisterLogits(CLI::App& app);
 CommandFn RegisterBench(CLI::App& app);
 CommandFn RegisterPlan(CLI::App& app);
 CommandFn RegisterServe(CLI::App& app);
+CommandFn RegisterEval(CLI::App& app);
 
 // Prints "error: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);

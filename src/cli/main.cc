@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add("plan", "KV-cache capacity plan: blocks, tokens, concurrency on a deployment",
       pagellm::cli::RegisterPlan);
   add("serve", "OpenAI-compatible HTTP server with Prometheus metrics", pagellm::cli::RegisterServe);
+  add("eval", "Accuracy: perplexity of a text, KL divergence of a KV cache dtype",
+      pagellm::cli::RegisterEval);
 
   CLI11_PARSE(app, argc, argv);
   // Logs go to stderr: stdout carries the command's output (text, JSON).
