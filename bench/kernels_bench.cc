@@ -6,7 +6,8 @@
 //   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
 //
 // Shapes (out x in): 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down),
-// 128256x2048 (lm_head, gemv only). PAGELLM_SIMD=avx2|scalar caps the SIMD level.
+// 128256x2048 (lm_head, gemv only). PAGELLM_SIMD=avx2|scalar caps the SIMD level. Q8_0/Q4_0
+// weights are packed as the backend packs them at load (PAGELLM_PACKED_WEIGHTS=0: row-major).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 #include "kernels/quantize.h"
 
 namespace pagellm {
@@ -45,10 +47,12 @@ struct WeightSet {
   int64_t rows, cols;
   int64_t copies;
   std::unique_ptr<uint8_t[]> bytes;
+  // Load-time packed copies, as the backend makes them (PAGELLM_PACKED_WEIGHTS=0: none).
+  PackedWeights packed;
   WeightMatrix at(int64_t i) const {
     WeightMatrix w{type, rows, cols, nullptr};
     w.data = bytes.get() + i * w.nbytes();
-    return w;
+    return packed.Get(w);
   }
 };
 
@@ -63,7 +67,11 @@ const WeightSet& GetWeights(DType type, int64_t rows, int64_t cols, bool cold) {
   }
   cached.reset();
   auto set = std::make_unique<WeightSet>();
-  *set = {type, rows, cols, copies, std::make_unique<uint8_t[]>(nbytes * copies)};
+  set->type = type;
+  set->rows = rows;
+  set->cols = cols;
+  set->copies = copies;
+  set->bytes = std::make_unique<uint8_t[]>(nbytes * copies);
   FastRandom rng(rows * 31 + cols);
   std::vector<float> row(cols);
   const int64_t row_bytes = DTypeRowBytes(type, cols);
@@ -74,6 +82,7 @@ const WeightSet& GetWeights(DType type, int64_t rows, int64_t cols, bool cold) {
   for (int64_t c = 1; c < copies; ++c) {
     std::memcpy(set->bytes.get() + c * nbytes, set->bytes.get(), nbytes);
   }
+  for (int64_t c = 0; c < copies; ++c) set->packed.Add(set->at(c));
   cached = std::move(set);
   return *cached;
 }

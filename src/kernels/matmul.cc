@@ -104,33 +104,48 @@ bool IsMatMulWeightType(DType t) {
          t == DType::kQ4_0;
 }
 
-void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
-                   float* y, ThreadPool* pool) {
-  CHECK(IsMatMulWeightType(w.dtype)) << "MatMul weight type " << DTypeName(w.dtype);
+namespace {
+
+// The matrices of outs share dtype and cols (checked by the callers); one activation
+// preparation and one pool dispatch serve them all.
+void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, const float* x,
+                       int64_t n_tokens, ThreadPool* pool) {
   CHECK(LevelSupported(level)) << "CPU lacks SIMD level " << SimdLevelName(level);
   CHECK_GE(n_tokens, 0);
-  if (n_tokens == 0 || w.rows == 0) return;
-  CHECK_GT(w.cols, 0);
-  CHECK(w.data != nullptr && x != nullptr && y != nullptr);
-  const bool quant = w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0;
-  if (quant) CHECK_EQ(w.cols % 32, 0) << "quantized rows are whole blocks of 32";
+  CHECK(num_outs >= 1 && num_outs <= kMaxMatMulOutputs) << num_outs;
+  const WeightMatrix& w0 = *outs[0].w;
+  CHECK(IsMatMulWeightType(w0.dtype)) << "MatMul weight type " << DTypeName(w0.dtype);
+  int64_t total_rows = 0;
+  for (int i = 0; i < num_outs; ++i) {
+    const WeightMatrix& w = *outs[i].w;
+    CHECK(w.dtype == w0.dtype && w.cols == w0.cols) << "MatMulMany needs one dtype and width";
+    CHECK(w.rows == 0 || (w.data != nullptr && outs[i].y != nullptr));
+    total_rows += w.rows;
+  }
+  if (n_tokens == 0 || total_rows == 0) return;
+  CHECK_GT(w0.cols, 0);
+  CHECK(x != nullptr);
+  const bool quant = w0.dtype == DType::kQ8_0 || w0.dtype == DType::kQ4_0;
+  if (quant) CHECK_EQ(w0.cols % 32, 0) << "quantized rows are whole blocks of 32";
 
   const Plan plan = MakePlan(level, quant);
-  MatMulArgs args;
-  args.w = &w;
-  args.x = x;
-  args.y = y;
+  MatMulArgs args[kMaxMatMulOutputs];
+  for (int i = 0; i < num_outs; ++i) {
+    args[i].w = outs[i].w;
+    args[i].x = x;
+    args[i].y = outs[i].y;
+  }
 
   int threads = pool != nullptr ? pool->num_threads() : 1;
-  if (w.rows * w.cols * n_tokens < kMinParallelMacs) threads = 1;
+  if (total_rows * w0.cols * n_tokens < kMinParallelMacs) threads = 1;
 
-  int64_t act_bytes_per_token = w.cols * static_cast<int64_t>(sizeof(float));
+  int64_t act_bytes_per_token = w0.cols * static_cast<int64_t>(sizeof(float));
   if (quant) {
-    act_bytes_per_token = kernels_internal::QuantActsBytes(w.cols);
+    act_bytes_per_token = kernels_internal::QuantActsBytes(w0.cols);
     uint8_t* qx = ActivationScratch(n_tokens * act_bytes_per_token);
     auto prepare = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        plan.prepare(w.dtype, x + t * w.cols, w.cols, qx + t * act_bytes_per_token);
+        plan.prepare(w0.dtype, x + t * w0.cols, w0.cols, qx + t * act_bytes_per_token);
       }
     };
     if (threads > 1 && n_tokens >= 2 * threads) {
@@ -138,33 +153,71 @@ void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64
     } else {
       prepare(0, n_tokens);
     }
-    args.qx = qx;
+    for (int i = 0; i < num_outs; ++i) args[i].qx = qx;
   }
 
-  // Contiguous row ranges aligned to whole row tiles, a few per thread: the pool hands tasks
-  // out dynamically, which evens out a thread that gets descheduled.
+  // Contiguous row ranges aligned to whole row tiles, a few per thread over all matrices
+  // together: the pool hands tasks out dynamically, which evens out a thread that gets
+  // descheduled. Each matrix is cut into ranges of the same size (its last one shorter).
   const int64_t align = plan.row_tile * kRowTilesPerSplit;
-  const int64_t units = (w.rows + align - 1) / align;
-  const int64_t tasks = threads > 1 ? std::min<int64_t>(units, threads * kTasksPerThread) : 1;
-  const int64_t rows_per_task = (units + tasks - 1) / tasks * align;
+  int64_t units = 0;
+  for (int i = 0; i < num_outs; ++i) units += (outs[i].w->rows + align - 1) / align;
+  const int64_t want_tasks = threads > 1 ? std::min<int64_t>(units, threads * kTasksPerThread) : 1;
+  const int64_t rows_per_task = (units + want_tasks - 1) / want_tasks * align;
+  int64_t first_task[kMaxMatMulOutputs + 1];
+  first_task[0] = 0;
+  for (int i = 0; i < num_outs; ++i) {
+    first_task[i + 1] = first_task[i] + (outs[i].w->rows + rows_per_task - 1) / rows_per_task;
+  }
+  const int64_t tasks = first_task[num_outs];
   // Token blocks as large as the kernels' cache blocking allows, whole token tiles.
   const int64_t tt = plan.token_tile;
   const int64_t block_tokens =
       std::max<int64_t>(tt, plan.token_block_bytes / act_bytes_per_token / tt * tt);
 
   auto run = [&](int64_t task, int) {
-    const int64_t r0 = task * rows_per_task;
+    int m = 0;
+    while (task >= first_task[m + 1]) ++m;
+    const WeightMatrix& w = *outs[m].w;
+    const int64_t r0 = (task - first_task[m]) * rows_per_task;
     const int64_t r1 = std::min(w.rows, r0 + rows_per_task);
     if (r0 >= r1) return;
     for (int64_t t0 = 0; t0 < n_tokens; t0 += block_tokens) {
-      plan.block(args, r0, r1, t0, std::min(n_tokens, t0 + block_tokens));
+      plan.block(args[m], r0, r1, t0, std::min(n_tokens, t0 + block_tokens));
     }
   };
-  if (tasks > 1) {
+  if (tasks > 1 && threads > 1) {
     pool->Run(tasks, run);
   } else {
-    run(0, 0);
+    for (int64_t task = 0; task < tasks; ++task) run(task, 0);
   }
+}
+
+}  // namespace
+
+void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                   float* y, ThreadPool* pool) {
+  const MatMulOutput out{&w, y};
+  MatMulManyAtLevel(level, &out, 1, x, n_tokens, pool);
+}
+
+void MatMulMany(std::initializer_list<MatMulOutput> outs, const float* x, int64_t n_tokens,
+                ThreadPool* pool) {
+  MatMulManyAtLevel(ActiveSimdLevel(), outs, x, n_tokens, pool);
+}
+
+void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs, const float* x,
+                       int64_t n_tokens, ThreadPool* pool) {
+  CHECK(outs.size() >= 1 && outs.size() <= static_cast<size_t>(kMaxMatMulOutputs));
+  bool same = true;
+  for (const MatMulOutput& o : outs) {
+    same = same && o.w->dtype == outs.begin()->w->dtype && o.w->cols == outs.begin()->w->cols;
+  }
+  if (!same) {  // mixed-type files: one dispatch per matrix
+    for (const MatMulOutput& o : outs) MatMulManyAtLevel(level, &o, 1, x, n_tokens, pool);
+    return;
+  }
+  MatMulManyAtLevel(level, outs.begin(), static_cast<int>(outs.size()), x, n_tokens, pool);
 }
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -35,6 +36,21 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 // the level's instructions.
 void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool* pool);
+
+// One matrix of a MatMulMany call and its output y: [n_tokens][w->rows].
+struct MatMulOutput {
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;
+};
+inline constexpr int kMaxMatMulOutputs = 4;
+
+// MatMul of several matrices against the same x (e.g. the Q, K, V projections): one pool
+// dispatch with activations prepared once when they share dtype and cols (else one dispatch
+// each). Each y is bitwise what MatMul would write.
+void MatMulMany(std::initializer_list<MatMulOutput> outs, const float* x, int64_t n_tokens,
+                ThreadPool* pool);
+void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs, const float* x,
+                       int64_t n_tokens, ThreadPool* pool);
 
 // True if MatMul supports `t` as a weight type (F32, F16, BF16, Q8_0, Q4_0).
 bool IsMatMulWeightType(DType t);

@@ -13,6 +13,13 @@
 // pairs stream past it (PanelTile: 2 rows x 12 tokens of accumulators, no conversions).
 // Decode (few tokens) walks each tile of kRd rows through all chunks, streaming weights
 // linearly from memory.
+//
+// BF16 weights on CPUs with AVX512-BF16 take the dot-product instruction instead (twice the
+// work per instruction, as llama.cpp does): activations are rounded to bf16 (RNE) and
+// vdpbf16ps accumulates lane j <- the element pairs (32s + 2j, 32s + 2j + 1), 32 k per step,
+// in the same chunk/HSum order. Decode (TileBf16) and prefill (PanelTileBf16) both use it, so
+// batch invariance holds; results differ from the fp32-activation levels by the bf16
+// rounding of x.
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -20,6 +27,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
 #include "pagellm/check.h"
 
@@ -122,14 +130,78 @@ inline void Tile(const uint8_t* w, int64_t ws, const float* x, int64_t xs, int64
   }
 }
 
+// True if BF16 weights take the vdpbf16ps path on this CPU.
+inline bool UseBf16Dot() {
+  static const bool on = GetCpuFeatures().avx512_bf16;
+  return on;
+}
+
+// 32 activations from x[k..k+n) (n <= 32, zero past n) rounded to bf16 (RNE).
+inline __m512bh LoadXBf16(const float* x, int64_t k, int64_t n) {
+  if (n >= 32) {
+    return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));
+  }
+  const __m512 lo = _mm512_maskz_loadu_ps(TailMask16(std::min<int64_t>(16, n)), x + k);
+  const __m512 hi = _mm512_maskz_loadu_ps(TailMask16(std::max<int64_t>(0, n - 16)), x + k + 16);
+  return _mm512_cvtne2ps_pbh(hi, lo);
+}
+
+// 32 bf16 weights from element k of a row (n <= 32 valid, zero past n).
+inline __m512bh LoadWBf16(const uint8_t* row, int64_t k, int64_t n) {
+  if (n >= 32) return (__m512bh)_mm512_loadu_si512(row + 2 * k);
+  const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << n) - 1);
+  return (__m512bh)_mm512_maskz_loadu_epi16(m, row + 2 * k);
+}
+
+// As Tile for BF16 weights with the dot-product scheme.
+template <int R, int T>
+inline void TileBf16(const uint8_t* w, int64_t ws, const float* x, int64_t xs, int64_t k0,
+                     int64_t k1, float* y, int64_t ys) {
+  __m512 acc[R][T];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  const uint8_t* ahead = w + R * ws + kPrefetchBytes;
+  for (int64_t k = k0; k < k1; k += 32) {
+    const int64_t n = std::min<int64_t>(32, k1 - k);
+    __m512bh wv[R];
+#pragma GCC unroll 12
+    for (int r = 0; r < R; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + (k * R + 32 * r) * 2), _MM_HINT_T0);
+      wv[r] = LoadWBf16(w + r * ws, k, n);
+    }
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const __m512bh xv = LoadXBf16(x + t * xs, k, n);
+#pragma GCC unroll 12
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], wv[r], xv);
+    }
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const float s = HSum(acc[r][t]);
+      y[t * ys + r] = k0 == 0 ? s : y[t * ys + r] + s;
+    }
+  }
+}
+
 // Decode order: R rows starting at r, tokens [t0, t1) (at most kDecodeMaxTokens), all chunks.
 template <DType kType, int R, int T>
 void DecodeRows(const MatMulArgs& a, int64_t r, int64_t t0) {
   const WeightMatrix& w = *a.w;
   const int64_t K = w.cols;
   for (int64_t k0 = 0; k0 < K; k0 += kChunk) {
-    Tile<kType, R, T>(w.row(r), w.row_bytes(), a.x + t0 * K, K, k0, std::min(K, k0 + kChunk),
-                      a.y + t0 * w.rows + r, w.rows);
+    if (kType == DType::kBF16 && UseBf16Dot()) {
+      TileBf16<R, T>(w.row(r), w.row_bytes(), a.x + t0 * K, K, k0, std::min(K, k0 + kChunk),
+                     a.y + t0 * w.rows + r, w.rows);
+    } else {
+      Tile<kType, R, T>(w.row(r), w.row_bytes(), a.x + t0 * K, K, k0, std::min(K, k0 + kChunk),
+                        a.y + t0 * w.rows + r, w.rows);
+    }
   }
 }
 
@@ -157,6 +229,33 @@ inline void PanelTile(const float* wp, const float* xp, int64_t steps, bool firs
       const __m512 xv = _mm512_load_ps(xp + (s * T + t) * 16);
       acc[0][t] = _mm512_fmadd_ps(w0, xv, acc[0][t]);
       acc[1][t] = _mm512_fmadd_ps(w1, xv, acc[1][t]);
+    }
+  }
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t) {
+    for (int r = 0; r < valid; ++r) {
+      const float v = HSum(acc[r][t]);
+      y[t * ys + r] = first ? v : y[t * ys + r] + v;
+    }
+  }
+}
+
+// As PanelTile for the BF16 dot-product scheme. wp: [step][2][32] bf16, xp: [step][T][32] bf16
+// (steps of 32 k, zero-padded past k1 as TileBf16's masked last step).
+template <int T>
+inline void PanelTileBf16(const uint16_t* wp, const uint16_t* xp, int64_t steps, bool first,
+                          int valid, float* y, int64_t ys) {
+  __m512 acc[2][T];
+#pragma GCC unroll 12
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < steps; ++s) {
+    const __m512bh w0 = (__m512bh)_mm512_load_si512(wp + 64 * s);
+    const __m512bh w1 = (__m512bh)_mm512_load_si512(wp + 64 * s + 32);
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const __m512bh xv = (__m512bh)_mm512_load_si512(xp + (s * T + t) * 32);
+      acc[0][t] = _mm512_dpbf16_ps(acc[0][t], w0, xv);
+      acc[1][t] = _mm512_dpbf16_ps(acc[1][t], w1, xv);
     }
   }
 #pragma GCC unroll 12
@@ -216,6 +315,23 @@ void PackWeights(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int6
   }
 }
 
+// BF16 dot-product scheme: packs rows [r0, r1) x k [k0, k1) unconverted as
+// [pair][step][2][32] bf16 (steps of 32 k), zero-padded like PackWeights.
+void PackWeightsBf16(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t k0, int64_t k1,
+                     uint16_t* out) {
+  const int64_t K = k1 - k0;
+  const int64_t steps = (K + 31) / 32;
+  for (int64_t r = r0; r < r1 + ((r1 - r0) & 1); ++r) {
+    uint16_t* dst = out + ((r - r0) / 2) * steps * 64 + ((r - r0) & 1) * 32;
+    for (int64_t s = 0; s < steps; ++s) {
+      const __m512i v =
+          r >= r1 ? _mm512_setzero_si512()
+                  : (__m512i)LoadWBf16(w.row(r), k0 + 32 * s, std::min<int64_t>(32, K - 32 * s));
+      _mm512_store_si512(dst + 64 * s, v);
+    }
+  }
+}
+
 // Prefill order, one k chunk [k0, k1) of one row block whose k range [p0, p1) is packed in
 // panel: T tokens from t.
 template <int T>
@@ -239,6 +355,28 @@ void PrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int64_t 
   }
 }
 
+// As PrefillTokens for the BF16 dot-product scheme.
+template <int T>
+void PrefillTokensBf16(const MatMulArgs& a, const uint16_t* panel, int64_t p0, int64_t p1,
+                       uint16_t* xp, int64_t r0, int64_t r1, int64_t t, int64_t k0, int64_t k1) {
+  const WeightMatrix& w = *a.w;
+  const int64_t steps = (k1 - k0 + 31) / 32;
+  const int64_t pair_elems = (p1 - p0 + 31) / 32 * 64;
+  for (int64_t s = 0; s < steps; ++s) {
+    const int64_t k = k0 + 32 * s;
+    for (int i = 0; i < T; ++i) {
+      _mm512_store_si512(xp + (s * T + i) * 32,
+                         (__m512i)LoadXBf16(a.x + (t + i) * w.cols, k, k1 - k));
+    }
+  }
+  float* y = a.y + t * w.rows;
+  for (int64_t r = r0; r < r1; r += 2) {
+    const int valid = static_cast<int>(std::min<int64_t>(2, r1 - r));
+    const uint16_t* wp = panel + ((r - r0) / 2) * pair_elems + (k0 - p0) * 2;
+    PanelTileBf16<T>(wp, xp, steps, k0 == 0, valid, y + r, w.rows);
+  }
+}
+
 template <DType kType>
 void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const int64_t K = a.w->cols;
@@ -250,10 +388,23 @@ void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
       const int64_t k1 = std::min(K, k0 + kChunk);
       const int64_t p0 = k0 / kPanelCols * kPanelCols;
       const int64_t p1 = std::min(K, p0 + kPanelCols);
-      if (k0 == p0) PackWeights<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+      const bool bf16_dot = kType == DType::kBF16 && UseBf16Dot();
+      auto* panel16 = reinterpret_cast<uint16_t*>(scratch.panel);
+      auto* x16 = reinterpret_cast<uint16_t*>(scratch.x);
+      if (k0 == p0) {
+        if (bf16_dot) {
+          PackWeightsBf16(*a.w, rb, re, p0, p1, panel16);
+        } else {
+          PackWeights<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+        }
+      }
       auto tokens = [&](auto tile, int64_t t) {
-        PrefillTokens<decltype(tile)::value>(a, scratch.panel, p0, p1, scratch.x, rb, re, t, k0,
-                                             k1);
+        if (bf16_dot) {
+          PrefillTokensBf16<decltype(tile)::value>(a, panel16, p0, p1, x16, rb, re, t, k0, k1);
+        } else {
+          PrefillTokens<decltype(tile)::value>(a, scratch.panel, p0, p1, scratch.x, rb, re, t, k0,
+                                               k1);
+        }
       };
       int64_t t = t0;
       for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/packed_weights.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx512 {
@@ -293,6 +294,44 @@ void PanelTile(const PackedBlock* panel, const QuantActsLayout& l, const uint8_t
   StoreRows<T>(acc, valid, y, ys);
 }
 
+// All nt tokens against a packed panel, in tiles of kT plus one tail tile.
+void PanelTokens(const PackedBlock* panel, const QuantActsLayout& l, const uint8_t* act0,
+                 int64_t nt, int valid, float* y, int64_t ys) {
+  int64_t t = 0;
+  for (; t + kT <= nt; t += kT) {
+    PanelTile<kT>(panel, l, act0 + t * l.bytes, valid, y + t * ys, ys);
+  }
+  const uint8_t* act = act0 + t * l.bytes;
+  float* yt = y + t * ys;
+  switch (nt - t) {
+    case 0:
+      break;
+    case 1:
+      PanelTile<1>(panel, l, act, valid, yt, ys);
+      break;
+    case 2:
+      PanelTile<2>(panel, l, act, valid, yt, ys);
+      break;
+    case 3:
+      PanelTile<3>(panel, l, act, valid, yt, ys);
+      break;
+    case 4:
+      PanelTile<4>(panel, l, act, valid, yt, ys);
+      break;
+    case 5:
+      PanelTile<5>(panel, l, act, valid, yt, ys);
+      break;
+    case 6:
+      PanelTile<6>(panel, l, act, valid, yt, ys);
+      break;
+    case 7:
+      PanelTile<7>(panel, l, act, valid, yt, ys);
+      break;
+    default:
+      CHECK(false) << "token tail " << (nt - t);
+  }
+}
+
 // Per-thread panel storage, grown on demand.
 PackedBlock* PanelScratch(int64_t blocks) {
   struct FreeDeleter {
@@ -308,8 +347,88 @@ PackedBlock* PanelScratch(int64_t blocks) {
   return buf.get();
 }
 
+// ---- Packed weights (kernels/packed_weights.h): the transpose was done at load time. ----
+
+// Block blk of a packed group: codes and scales with plain loads.
+template <DType kType>
+inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, int64_t blk,
+                            PackedBlock* out) {
+  const uint8_t* codes = group + blk * pl.code_bytes;
+  if constexpr (kType == DType::kQ8_0) {
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) out->u[j] = _mm512_load_si512(codes + 64 * j);
+  } else {
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i q = _mm512_load_si512(codes + 64 * k);
+      out->u[k] = _mm512_and_si512(q, nib);
+      out->u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+    }
+  }
+  out->dw = _mm512_cvtph_ps(
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(group + pl.scale_offset + 32 * blk)));
+}
+
+// Decode over a packed group: T tokens, blocks streamed in order; the stream is linear across
+// groups, so prefetching a fixed distance ahead runs into the next group's codes.
+template <DType kType, int T>
+void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
+                  const uint8_t* act, int valid, float* y, int64_t ys) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const uint8_t* ahead = group + kPrefetchBytes;
+  for (int64_t blk = 0; blk < l.nb; ++blk) {
+    constexpr int64_t kCodeBytes = kType == DType::kQ8_0 ? 512 : 256;
+    PrefetchRange<kCodeBytes>(ahead + blk * kCodeBytes);
+    PackedBlock pb;
+    LoadPackedBlock<kType>(group, pl, blk, &pb);
+    AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
+  }
+  StoreRows<T>(acc, valid, y, ys);
+}
+
+template <DType kType>
+void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const WeightMatrix& w = *a.w;
+  CHECK_EQ(r0 % kRows, 0) << "packed row ranges start on a group";
+  const QuantActsLayout l = GetQuantActsLayout(w.cols);
+  const QuantPackedLayout pl = GetQuantPackedLayout(kType, w.rows, w.cols);
+  const int64_t nt = t1 - t0;
+  const uint8_t* act0 = a.qx + t0 * l.bytes;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const uint8_t* group = w.packed + (r / kRows) * pl.group_bytes;
+    const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+    float* y = a.y + t0 * w.rows + r;
+    switch (nt <= kDirectMaxTokens ? nt : 0) {
+      case 1:
+        DirectPacked<kType, 1>(group, pl, l, act0, valid, y, w.rows);
+        continue;
+      case 2:
+        DirectPacked<kType, 2>(group, pl, l, act0, valid, y, w.rows);
+        continue;
+      case 3:
+        DirectPacked<kType, 3>(group, pl, l, act0, valid, y, w.rows);
+        continue;
+      case 4:
+        DirectPacked<kType, 4>(group, pl, l, act0, valid, y, w.rows);
+        continue;
+      default:
+        break;
+    }
+    PackedBlock* panel = PanelScratch(l.nb);
+    for (int64_t blk = 0; blk < l.nb; ++blk) LoadPackedBlock<kType>(group, pl, blk, &panel[blk]);
+    PanelTokens(panel, l, act0, nt, valid, y, w.rows);
+  }
+}
+
 template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (a.w->packed != nullptr) {
+    BlockPacked<kType>(a, r0, r1, t0, t1);
+    return;
+  }
   constexpr int64_t bb = DTypeBlockBytes(kType);
   const WeightMatrix& w = *a.w;
   const QuantActsLayout l = GetQuantActsLayout(w.cols);
@@ -351,39 +470,7 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
       PackCodes<kType>(g, blk, &panel[blk]);
       panel[blk].dw = GatherScales<kType>(g, blk);
     }
-    int64_t t = 0;
-    for (; t + kT <= nt; t += kT) {
-      PanelTile<kT>(panel, l, act0 + t * l.bytes, g.valid, y + t * w.rows, w.rows);
-    }
-    const uint8_t* act = act0 + t * l.bytes;
-    float* yt = y + t * w.rows;
-    switch (nt - t) {
-      case 0:
-        break;
-      case 1:
-        PanelTile<1>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 2:
-        PanelTile<2>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 3:
-        PanelTile<3>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 4:
-        PanelTile<4>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 5:
-        PanelTile<5>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 6:
-        PanelTile<6>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      case 7:
-        PanelTile<7>(panel, l, act, g.valid, yt, w.rows);
-        break;
-      default:
-        CHECK(false) << "token tail " << (nt - t);
-    }
+    PanelTokens(panel, l, act0, nt, g.valid, y, w.rows);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "base/half.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/packed_weights.h"
 
 namespace pagellm {
 namespace {
@@ -107,6 +108,17 @@ void SchemeReference(const WeightMatrix& w, const std::vector<float>& x, int64_t
   }
 }
 
+// x with every value rounded to bf16 (RNE), as the AVX512-BF16 kernels see it.
+std::vector<float> RoundedToBf16(const std::vector<float>& x) {
+  std::vector<float> r(x.size());
+  for (size_t i = 0; i < x.size(); ++i) r[i] = Bf16ToF32(F32ToBf16(x[i]));
+  return r;
+}
+
+bool UsesBf16Activations(SimdLevel level, DType t) {
+  return t == DType::kBF16 && level == SimdLevel::kAvx512 && GetCpuFeatures().avx512_bf16;
+}
+
 std::vector<float> RunMatMul(SimdLevel level, const WeightMatrix& w, const std::vector<float>& x,
                              int64_t n, ThreadPool* pool) {
   std::vector<float> y(n * w.rows, -12345.0f);
@@ -128,12 +140,17 @@ TEST(MatMulTest, MatchesSchemeReferenceAtEveryLevel) {
       if (IsQuant(t) && s.cols % 32 != 0) continue;
       OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
       const std::vector<float> x = RandomVector(rng, s.n * s.cols);
-      std::vector<double> ref, mag;
-      SchemeReference(ow.w, x, s.n, &ref, &mag);
+      std::vector<double> ref_all, mag_all, ref_bf16x, mag_bf16x;
+      SchemeReference(ow.w, x, s.n, &ref_all, &mag_all);
+      SchemeReference(ow.w, RoundedToBf16(x), s.n, &ref_bf16x, &mag_bf16x);
       std::vector<float> quant_first;
       for (SimdLevel level : AvailableLevels()) {
         SCOPED_TRACE(Name(level, t, s.rows, s.cols, s.n));
         const std::vector<float> y = RunMatMul(level, ow.w, x, s.n, &pool);
+        // The AVX512-BF16 dot-product kernel rounds activations to bf16 first.
+        const bool bf16x = UsesBf16Activations(level, t);
+        const std::vector<double>& ref = bf16x ? ref_bf16x : ref_all;
+        const std::vector<double>& mag = bf16x ? mag_bf16x : mag_all;
         for (size_t i = 0; i < y.size(); ++i) {
           ASSERT_TRUE(std::isfinite(y[i])) << i;
           // fp32 accumulation: error <= (lanes' depth + tree) * 2^-24 * sum|terms|.
@@ -275,6 +292,83 @@ TEST(MatMulTest, BatchAndThreadInvariant) {
             ASSERT_EQ(0, std::memcmp(&ysub[tok * sub.rows], &full[tok * rows + 3],
                                      sub.rows * sizeof(float)));
           }
+        }
+      }
+    }
+  }
+}
+
+// Weights packed at load time (kernels/packed_weights.h) give the unpacked kernels' results
+// bit for bit, for every token count (decode and panel paths), ragged last groups, odd block
+// counts, and any thread split; matrices the kernels do not pack come back unchanged.
+TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
+  if (!MatMulUsesPackedWeights(DType::kQ8_0)) GTEST_SKIP() << "no packed kernels on this CPU";
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{1, 32},    {16, 64},   {17, 96}, {40, 288},
+                          {130, 544}, {64, 2048}, {200, 32}};
+  const int64_t token_counts[] = {1, 2, 3, 4, 5, 8, 13, 37};
+  for (const Shape& s : shapes) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
+      PackedWeights packed;
+      packed.Add(ow.w);
+      const WeightMatrix& pw = packed.Get(ow.w);
+      ASSERT_NE(pw.packed, nullptr);
+      ASSERT_EQ(pw.data, ow.w.data);
+      for (int64_t n : token_counts) {
+        SCOPED_TRACE(Name(SimdLevel::kAvx512, t, s.rows, s.cols, n));
+        const std::vector<float> x = RandomVector(rng, n * s.cols);
+        const std::vector<float> ref = RunMatMul(SimdLevel::kScalar, ow.w, x, n, nullptr);
+        const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, pw, x, n, nullptr);
+        const std::vector<float> y2 = RunMatMul(SimdLevel::kAvx512, pw, x, n, &pool);
+        ASSERT_EQ(0, std::memcmp(ref.data(), y1.data(), ref.size() * sizeof(float)));
+        ASSERT_EQ(0, std::memcmp(ref.data(), y2.data(), ref.size() * sizeof(float)));
+        // Each token alone gives its row of the batch result.
+        for (int64_t tok = 0; tok < n; tok += 3) {
+          const std::vector<float> xt(x.begin() + tok * s.cols, x.begin() + (tok + 1) * s.cols);
+          const std::vector<float> yt = RunMatMul(SimdLevel::kAvx512, pw, xt, 1, &pool);
+          ASSERT_EQ(0, std::memcmp(yt.data(), ref.data() + tok * s.rows, s.rows * sizeof(float)));
+        }
+      }
+    }
+  }
+  OwnedWeights f = RandomWeights(rng, DType::kF16, 8, 64);
+  PackedWeights none;
+  none.Add(f.w);
+  EXPECT_EQ(&none.Get(f.w), &f.w);
+  EXPECT_EQ(none.bytes(), 0);
+}
+
+// MatMulMany (several matrices, one dispatch, activations prepared once) writes bitwise what
+// separate MatMul calls write, packed or not, at every level, with and without a pool.
+TEST(MatMulTest, ManyMatchesSeparateCalls) {
+  std::mt19937 rng(10);
+  ThreadPool pool(2);
+  for (DType t : kAllTypes) {
+    for (int64_t n : {1, 3, 9}) {
+      const int64_t cols = 96;
+      OwnedWeights a = RandomWeights(rng, t, 200, cols);
+      OwnedWeights b = RandomWeights(rng, t, 40, cols);
+      OwnedWeights c = RandomWeights(rng, t, 17, cols);
+      PackedWeights packed;
+      for (const OwnedWeights* o : {&a, &b, &c}) packed.Add(o->w);
+      const std::vector<float> x = RandomVector(rng, n * cols);
+      for (SimdLevel level : AvailableLevels()) {
+        SCOPED_TRACE(Name(level, t, 200, cols, n));
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> ya(n * 200), yb(n * 40), yc(n * 17);
+          MatMulManyAtLevel(level,
+                            {{&packed.Get(a.w), ya.data()},
+                             {&packed.Get(b.w), yb.data()},
+                             {&packed.Get(c.w), yc.data()}},
+                            x.data(), n, p);
+          EXPECT_EQ(ya, RunMatMul(level, a.w, x, n, nullptr));
+          EXPECT_EQ(yb, RunMatMul(level, b.w, x, n, nullptr));
+          EXPECT_EQ(yc, RunMatMul(level, c.w, x, n, nullptr));
         }
       }
     }

@@ -13,6 +13,10 @@ struct WeightMatrix {
   int64_t rows = 0;  // output features
   int64_t cols = 0;  // input features (multiple of 32 for Q8_0/Q4_0)
   const uint8_t* data = nullptr;
+  // Optional copy of the same weights in the kernels' packed layout (kernels/packed_weights.h),
+  // owned by a PackedWeights; null when there is none. Kernels that have no use for it read
+  // `data`. Results are bitwise identical either way.
+  const uint8_t* packed = nullptr;
 
   int64_t row_bytes() const { return DTypeRowBytes(dtype, cols); }
   const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }

@@ -1,0 +1,76 @@
+#include "kernels/packed_weights.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "base/cpu_features.h"
+#include "pagellm/check.h"
+
+namespace pagellm {
+
+bool MatMulUsesPackedWeights(DType dtype) {
+  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0) return false;
+  // PAGELLM_PACKED_WEIGHTS=0 keeps the original layout (A/B benchmarks of the packing).
+  static const bool disabled = [] {
+    const char* e = std::getenv("PAGELLM_PACKED_WEIGHTS");
+    return e != nullptr && std::string(e) == "0";
+  }();
+  if (disabled) return false;
+  return ActiveSimdLevel() == SimdLevel::kAvx512 && GetCpuFeatures().avx512_vnni;
+}
+
+void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
+  CHECK(w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0) << DTypeName(w.dtype);
+  CHECK_EQ(w.cols % 32, 0);
+  const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
+  const bool q8 = w.dtype == DType::kQ8_0;
+  const int64_t bb = DTypeBlockBytes(w.dtype);
+  const int dwords = q8 ? 8 : 4;
+  auto pack_groups = [&](int64_t g0, int64_t g1) {
+    for (int64_t gi = g0; gi < g1; ++gi) {
+      uint8_t* g = out + gi * l.group_bytes;
+      std::memset(g, 0, static_cast<size_t>(l.group_bytes));
+      for (int lane = 0; lane < 16 && gi * 16 + lane < w.rows; ++lane) {
+        const uint8_t* row = w.row(gi * 16 + lane);
+        for (int64_t b = 0; b < l.nb; ++b) {
+          const uint8_t* blk = row + b * bb;
+          std::memcpy(g + l.scale_offset + b * 32 + 2 * lane, blk, 2);  // fp16 d
+          uint8_t* codes = g + b * l.code_bytes + 4 * lane;
+          for (int j = 0; j < dwords; ++j) {
+            uint32_t v;
+            std::memcpy(&v, blk + 2 + 4 * j, 4);
+            if (q8) v ^= 0x80808080u;
+            std::memcpy(codes + 64 * j, &v, 4);
+          }
+        }
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(l.groups, 16, pack_groups);
+  } else {
+    pack_groups(0, l.groups);
+  }
+}
+
+void PackedWeights::FreeDeleter::operator()(uint8_t* p) const {
+  std::free(p);
+}
+
+void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
+  if (w.data == nullptr || w.rows == 0 || !MatMulUsesPackedWeights(w.dtype)) return;
+  if (map_.count(w.data) != 0) return;  // tied matrices share one copy
+  const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
+  const int64_t n = l.groups * l.group_bytes;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(n)));
+  CHECK(p != nullptr) << "out of memory packing " << n << " bytes of weights";
+  PackQuantWeights(w, p, pool);
+  buffers_.emplace_back(p);
+  WeightMatrix pw = w;
+  pw.packed = p;
+  map_.emplace(w.data, pw);
+  bytes_ += n;
+}
+
+}  // namespace pagellm

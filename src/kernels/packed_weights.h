@@ -1,0 +1,77 @@
+// Weights re-laid out once, at load time, for the AVX-512 VNNI Q8_0 / Q4_0 kernels.
+//
+// The row-major GGUF layout keeps each row's blocks together, but the kernels compute 16 rows
+// at a time, one int32 lane per row, which needs every 32-block of a 16-row group transposed
+// into dword lanes. Doing that transpose on every call costs more shuffles than the dot
+// products themselves at decode. The packed copy stores it already transposed, so a decode
+// step streams each group linearly with plain 64-byte loads.
+//
+// Layout (QuantPackedLayout): groups of 16 rows, group g at packed + g * group_bytes,
+//   codes  [nb][code_bytes]: Q8_0: 8 x 64 bytes u[j], lane r = the unsigned codes
+//          (w xor 0x80) of elements 4j..4j+3 of row 16g + r;  Q4_0: 4 x 64 bytes q[k], lane r
+//          = the raw nibble bytes 4k..4k+3 of row 16g + r (low nibbles: elements 4k..4k+3,
+//          high nibbles: 16+4k..19+4k).
+//   scales [nb][16] fp16: row 16g + r's block scale d.
+// Rows past the matrix end are zero. The packed copy has the same size as the original up to
+// the padding of the last group.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/weight_matrix.h"
+
+namespace pagellm {
+
+struct QuantPackedLayout {
+  int64_t nb = 0;            // blocks of 32 per row
+  int64_t code_bytes = 0;    // per block of a group: 512 (Q8_0) or 256 (Q4_0)
+  int64_t scale_offset = 0;  // bytes from a group's start to its scales
+  int64_t group_bytes = 0;   // multiple of 64
+  int64_t groups = 0;
+};
+
+inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t cols) {
+  QuantPackedLayout l;
+  l.nb = cols / 32;
+  l.code_bytes = dtype == DType::kQ8_0 ? 512 : 256;
+  l.scale_offset = l.nb * l.code_bytes;
+  l.group_bytes = (l.scale_offset + l.nb * 32 + 63) / 64 * 64;
+  l.groups = (rows + 15) / 16;
+  return l;
+}
+
+// True if the active SIMD level's kernels read a packed copy of weights of this type.
+bool MatMulUsesPackedWeights(DType dtype);
+
+// Writes w's packed copy (GetQuantPackedLayout(...).groups * group_bytes bytes) to out; pool
+// (may be null) packs groups in parallel.
+void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
+
+// Owns packed copies of a model's matrices. Add() every matrix once (at load); then Get(w)
+// returns w with `packed` set, or w itself when it has no packed copy.
+class PackedWeights {
+ public:
+  // Packs w if the active kernels use a packed layout for its type; otherwise does nothing.
+  // pool (may be null) packs in parallel.
+  void Add(const WeightMatrix& w, ThreadPool* pool = nullptr);
+  const WeightMatrix& Get(const WeightMatrix& w) const {
+    if (map_.empty()) return w;
+    auto it = map_.find(w.data);
+    return it != map_.end() ? it->second : w;
+  }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const;
+  };
+  std::unordered_map<const uint8_t*, WeightMatrix> map_;
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace pagellm
