@@ -73,7 +73,11 @@ def main():
         lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
         gbs = ptg * wbytes / 1e9
         roof = f" ({100 * gbs / a.bandwidth_gbs:.0f}% of roofline)" if a.bandwidth_gbs else ""
-        print(f"| {os.path.basename(m)} | {ppp:.1f} | {lpp:.1f} | {ppp / lpp:.2f}x | {ptg:.2f} | "
+        if a.pp > 0 and ppp and lpp:
+            pp_cells = f"{ppp:.1f} | {lpp:.1f} | {ppp / lpp:.2f}x"
+        else:  # --pp 0: decode only (e.g. tg at a context depth)
+            pp_cells = "- | - | -"
+        print(f"| {os.path.basename(m)} | {pp_cells} | {ptg:.2f} | "
               f"{ltg:.2f} | {ptg / ltg:.2f}x | {gbs:.1f}{roof} |")
         sys.stdout.flush()
     print(f"\nllama.cpp build {commit}; threads {a.threads}; medians of {a.reps} runs each.")
