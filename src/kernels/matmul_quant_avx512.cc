@@ -30,6 +30,7 @@ namespace {
 constexpr int kRows = kAvx512QuantRowTile;  // 16: rows per group = int32 lanes
 constexpr int kT = kAvx512QuantTokenTile;   // tokens per panel tile
 constexpr int kDirectMaxTokens = 4;         // up to this many tokens skip the panel
+constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many skip the panel
 // Software prefetch distance for weights. A group streams 16 short rows (1-9 KiB) at once, too
 // briefly for the hardware prefetcher to lock on; the group's rows are contiguous, so it
 // prefetches that region as if it were consumed linearly, this far ahead of the next group.
@@ -401,21 +402,25 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
     const uint8_t* group = w.packed + (r / kRows) * pl.group_bytes;
     const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
     float* y = a.y + t0 * w.rows + r;
-    switch (nt <= kDirectMaxTokens ? nt : 0) {
-      case 1:
-        DirectPacked<kType, 1>(group, pl, l, act0, valid, y, w.rows);
-        continue;
-      case 2:
-        DirectPacked<kType, 2>(group, pl, l, act0, valid, y, w.rows);
-        continue;
-      case 3:
-        DirectPacked<kType, 3>(group, pl, l, act0, valid, y, w.rows);
-        continue;
-      case 4:
-        DirectPacked<kType, 4>(group, pl, l, act0, valid, y, w.rows);
-        continue;
-      default:
-        break;
+    if (nt <= kDirectPackedMaxTokens) {
+      // Few tokens (decode, speculative verification of up to 15 drafts): stream the packed
+      // group once per 8 tokens; the group (16 rows, ~35 KB for K = 2048) is still in L2 for
+      // the second pass, so 9..16 tokens cost about one weight read, not a panel copy.
+      for (int64_t t = 0; t < nt; t += 8) {
+        const uint8_t* act = act0 + t * l.bytes;
+        float* yt = y + t * w.rows;
+        switch (std::min<int64_t>(8, nt - t)) {
+          case 1: DirectPacked<kType, 1>(group, pl, l, act, valid, yt, w.rows); break;
+          case 2: DirectPacked<kType, 2>(group, pl, l, act, valid, yt, w.rows); break;
+          case 3: DirectPacked<kType, 3>(group, pl, l, act, valid, yt, w.rows); break;
+          case 4: DirectPacked<kType, 4>(group, pl, l, act, valid, yt, w.rows); break;
+          case 5: DirectPacked<kType, 5>(group, pl, l, act, valid, yt, w.rows); break;
+          case 6: DirectPacked<kType, 6>(group, pl, l, act, valid, yt, w.rows); break;
+          case 7: DirectPacked<kType, 7>(group, pl, l, act, valid, yt, w.rows); break;
+          default: DirectPacked<kType, 8>(group, pl, l, act, valid, yt, w.rows); break;
+        }
+      }
+      continue;
     }
     PackedBlock* panel = PanelScratch(l.nb);
     for (int64_t blk = 0; blk < l.nb; ++blk) LoadPackedBlock<kType>(group, pl, blk, &panel[blk]);
