@@ -102,7 +102,7 @@ TEST(GenerateCliTest, StoriesBosTextByteForByte) {
   std::ifstream in(dir + "/expected.json");
   const nlohmann::json expected = nlohmann::json::parse(in);
   const std::string want = expected["bos200"]["continuation"];
-  for (const std::string model : {dir, dir + "/stories260K.gguf"}) {
+  for (const std::string& model : {dir, dir + "/stories260K.gguf"}) {
     const std::string cmd = std::string(PAGELLM_BINARY) + " generate --model " + model +
                             " --prompt '' --temperature 0 --max-tokens 200 --ignore-eos";
     FILE* pipe = popen(cmd.c_str(), "r");

@@ -109,7 +109,9 @@ void ExpectSame(const RunResult& want, const RunResult& got, const std::string& 
     ASSERT_EQ(pa.size(), pb.size()) << what << ": request " << i;
     for (size_t t = 0; t < pa.size(); ++t) {
       ASSERT_EQ(pa[t].has_value(), pb[t].has_value());
-      if (pa[t]) ASSERT_EQ(pa[t]->logprob, pb[t]->logprob) << what << ": request " << i;
+      if (pa[t]) {
+        ASSERT_EQ(pa[t]->logprob, pb[t]->logprob) << what << ": request " << i;
+      }
     }
   }
 }
@@ -186,7 +188,9 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
     ExpectSame(ref, chunked, name + " chunked prefill k=" + std::to_string(k));
     // With itself as draft, any draft KV gone stale (rollback, prefix hits, preemption, swap)
     // would show as a rejected draft.
-    if (self_draft) EXPECT_EQ(chunked.spec.num_accepted_tokens, chunked.spec.num_draft_tokens);
+    if (self_draft) {
+      EXPECT_EQ(chunked.spec.num_accepted_tokens, chunked.spec.num_draft_tokens);
+    }
     for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
       EngineConfig p = base;
       p.speculative = spec_template;
@@ -200,7 +204,9 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
                  name + " preemption " + std::string(PreemptionModeName(mode)) +
                      " k=" + std::to_string(k));
       EXPECT_GT(r.preemptions, 0) << "the KV budget was meant to force preemption";
-      if (self_draft) EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
+      if (self_draft) {
+        EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
+      }
     }
   }
 }

@@ -84,8 +84,7 @@ void CpuBackend::AttentionBlock(int layer, const ForwardBatch& batch) {
       AddInPlace(v_.data() + t * kvd, w.bv.data(), kvd);
     }
   }
-  // RoPE, then (once, on the first batch, with --calculate-kv-scales) the fp8 scales, then
-  // the KV write token by token (positions differ per sequence).
+  // RoPE, then the KV write token by token (positions differ per sequence).
   const int block_size = kv_->shape().block_size;
   int64_t t = 0;
   for (const SequenceChunk& s : batch.seqs) {
@@ -95,7 +94,6 @@ void CpuBackend::AttentionBlock(int layer, const ForwardBatch& batch) {
       rope_.Apply(k_.data() + t * kvd, config_.num_kv_heads, pos);
     }
   }
-  if (calculate_kv_scales_ && !scales_calibrated_[layer]) CalibrateScales(layer, t_count);
   t = 0;
   for (const SequenceChunk& s : batch.seqs) {
     for (int i = 0; i < s.num_tokens; ++i, ++t) {
@@ -118,6 +116,7 @@ KvLayerView CpuBackend::LayerView(int layer) const {
   v.k_scale = kv_->k_scale(layer);
   v.v_scale = kv_->v_scale(layer);
   v.rotated = KvRowsRotated(v.dtype, config_.head_dim);
+  v.k_smooth = kv_->k_smooth(layer);
   return v;
 }
 
@@ -133,14 +132,22 @@ void CpuBackend::WriteKv(int layer, int block, int slot, const float* k, const f
   const int d = config_.head_dim;
   const int64_t row = kv_->row_bytes(layer);
   const bool rotate = KvRowsRotated(dtype, d);
+  const bool smoothed = kv_->k_smoothed(layer);
   uint8_t* kd = kv_->k_slot_bytes(layer, block, slot);
   uint8_t* vd = kv_->v_slot_bytes(layer, block, slot);
   rot_.resize(d);
   for (int h = 0; h < config_.num_kv_heads; ++h) {
     for (int kvi = 0; kvi < 2; ++kvi) {
       const float* src = (kvi == 0 ? k : v) + int64_t{h} * d;
+      if (kvi == 0 && smoothed) {
+        // K' = (K - c) / s per channel (kv/kv_cache_storage.h); attention scales q by s.
+        const float* c = kv_->k_offset(layer) + int64_t{h} * d;
+        const float* sm = kv_->k_smooth(layer) + int64_t{h} * d;
+        for (int x = 0; x < d; ++x) rot_[x] = (src[x] - c[x]) / sm[x];
+        src = rot_.data();
+      }
       if (rotate) {
-        std::copy_n(src, d, rot_.data());
+        if (src != rot_.data()) std::copy_n(src, d, rot_.data());
         HadamardRotate(rot_.data(), d);
         src = rot_.data();
       }
@@ -148,16 +155,6 @@ void CpuBackend::WriteKv(int layer, int block, int slot, const float* k, const f
                     (kvi == 0 ? kd : vd) + h * row);
     }
   }
-}
-
-void CpuBackend::CalibrateScales(int layer, int64_t t_count) {
-  // vLLM's --calculate-kv-scales: scale = max|x| / fp8 max over the first batch that reaches
-  // the layer, so the largest value seen maps to e4m3's largest finite value.
-  scales_calibrated_[layer] = true;
-  if (kv_->layer_dtype(layer) != KvCacheDtype::kFp8E4m3) return;
-  const int64_t n = t_count * config_.kv_dim();
-  const float km = MaxAbs(k_.data(), n), vm = MaxAbs(v_.data(), n);
-  kv_->set_scales(layer, km > 0 ? km / kFp8E4m3Max : 1.0f, vm > 0 ? vm / kFp8E4m3Max : 1.0f);
 }
 
 void CpuBackend::FeedForwardBlock(int layer, int64_t t_count) {

@@ -26,13 +26,6 @@ class CpuBackend : public Backend {
 
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
 
-  // --calculate-kv-scales: fp8_e4m3 layers take their K/V scales from the first batch that
-  // reaches them (max|x| / 448) instead of the storage's current scales.
-  void set_calculate_kv_scales(bool on) {
-    calculate_kv_scales_ = on;
-    scales_calibrated_.assign(config_.num_layers, false);
-  }
-
   // Bytes of activation scratch a step of `num_tokens` tokens needs (for memory planning).
   static int64_t ActivationBytes(const ModelConfig& config, int64_t num_tokens,
                                  int64_t num_logit_rows);
@@ -45,7 +38,6 @@ class CpuBackend : public Backend {
   // Stores one token's K and V ([kv_heads][head_dim] floats each) into (block, slot) of
   // `layer`, quantising to the layer's KV format.
   void WriteKv(int layer, int block, int slot, const float* k, const float* v);
-  void CalibrateScales(int layer, int64_t num_tokens);
   KvLayerView LayerView(int layer) const;
 
   const LoadedModel& model_;
@@ -67,9 +59,7 @@ class CpuBackend : public Backend {
   std::vector<float> up_;        // [T][intermediate]
   std::vector<float> proj_;      // [T][hidden]
   std::vector<float> logit_in_;  // [rows][hidden]
-  std::vector<float> rot_;       // [head_dim] rotation scratch for int4 writes
-  bool calculate_kv_scales_ = false;
-  std::vector<bool> scales_calibrated_;  // per layer
+  std::vector<float> rot_;       // [head_dim] smoothing / rotation scratch for KV writes
 };
 
 }  // namespace pagellm

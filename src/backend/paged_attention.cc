@@ -138,9 +138,17 @@ void Run(AttendFn attend, const AttentionShape& s, const float* q, const KvLayer
     thread_local std::vector<float> local, qrot;
     const TaskRef& t = task_list[task_id];
     const float* qg = q + t.token * q_stride + int64_t{t.kv_head} * group * d;
-    if (kv.rotated) {
+    if (kv.rotated || kv.k_smooth != nullptr) {
+      // Stored K' = H((K - c) / s): q.K = (H(s * q)).K' + const (H orthonormal, self-inverse).
       qrot.assign(qg, qg + int64_t{group} * d);
-      for (int g = 0; g < group; ++g) HadamardRotate(qrot.data() + int64_t{g} * d, d);
+      for (int g = 0; g < group; ++g) {
+        float* qr = qrot.data() + int64_t{g} * d;
+        if (kv.k_smooth != nullptr) {
+          const float* sm = kv.k_smooth + int64_t{t.kv_head} * d;
+          for (int x = 0; x < d; ++x) qr[x] *= sm[x];
+        }
+        if (kv.rotated) HadamardRotate(qr, d);
+      }
       qg = qrot.data();
     }
     float* buf;

@@ -44,6 +44,10 @@ struct KvLayerView {
   float k_scale = 1.0f;  // fp8_e4m3 per-layer scales
   float v_scale = 1.0f;
   bool rotated = false;  // rows stored Hadamard-rotated (int4): q rotated in, output back
+  // K stored smoothed (kv/kv_cache_storage.h): [num_kv_heads][head_dim] per-channel ranges s
+  // that multiply q before the score dot products (then q is rotated when rows are); null =
+  // none. The offset c needs nothing: softmax cancels it.
+  const float* k_smooth = nullptr;
 };
 
 // A float32 cache ([num_blocks][block_size][num_kv_heads][head_dim] floats).

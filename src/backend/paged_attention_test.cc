@@ -70,6 +70,8 @@ struct Fixture {
   int64_t row_bytes;
   bool rotated;
   float k_scale = 1.0f, v_scale = 1.0f;
+  // K smoothing (kv/kv_cache_storage.h): rows store (K - c) / s; empty = none.
+  std::vector<float> k_offset, k_smooth;  // [num_kv_heads][head_dim]
   std::vector<uint8_t> k_cache, v_cache;
   std::vector<std::vector<int32_t>> tables;
   std::vector<SequenceChunk> chunks;
@@ -79,12 +81,26 @@ struct Fixture {
   std::vector<std::vector<float>> k_logical, v_logical;
   std::vector<std::vector<double>> k_decoded, v_decoded;
 
+  // k_shift: every K gets the per-channel constant k_shift x (1 + channel % 3) - 1 added (the
+  // offsets real K carries). smooth: store K smoothed with c near that shift and (int and
+  // float formats) s in [0.5, 1.5], non-trivial on purpose: the kernel must scale q by s and
+  // may ignore c.
   Fixture(AttentionShape s, const std::vector<Seq>& seqs, uint32_t seed,
-          KvCacheDtype dt = KvCacheDtype::kFloat32)
+          KvCacheDtype dt = KvCacheDtype::kFloat32, float k_shift = 0.0f, bool smooth = false)
       : shape(s),
         dtype(dt),
         row_bytes(KvRowBytes(dt, s.head_dim)),
         rotated(KvRowsRotated(dt, s.head_dim)) {
+    if (smooth) {
+      for (int h = 0; h < s.num_kv_heads; ++h)
+        for (int x = 0; x < s.head_dim; ++x) {
+          k_offset.push_back(k_shift * (1 + x % 3) - 1 + 0.1f * h);
+          // fp8 stores K - c only (s = 1), as the engine's calibration does.
+          k_smooth.push_back(dt == KvCacheDtype::kFp8E4m3 || dt == KvCacheDtype::kFp8E5m2
+                                 ? 1.0f
+                                 : 0.5f + static_cast<float>((x * 7 + h) % 11) / 10.0f);
+        }
+    }
     if (dtype == KvCacheDtype::kFp8E4m3) {
       k_scale = 32.0f / kFp8E4m3Max;  // covers the 8-sigma outliers without saturating
       v_scale = 24.0f / kFp8E4m3Max;
@@ -112,6 +128,8 @@ struct Fixture {
       for (auto& x : kl) x = nd(rng);
       for (auto& x : vl) x = nd(rng);
       kl[kl.size() / 3] *= 8;  // outliers
+      if (k_shift != 0)
+        for (size_t i = 0; i < kl.size(); ++i) kl[i] += k_shift * (1 + (i % d) % 3) - 1;
       vl[vl.size() / 2] *= -8;
       std::vector<double> kd(kl.size()), vd(kl.size());
       for (int p = 0; p < len; ++p) {
@@ -124,12 +142,19 @@ struct Fixture {
             std::vector<double>& decoded = kv == 0 ? kd : vd;
             const float sc = kv == 0 ? k_scale : v_scale;
             std::copy_n(&src[off], d, tmp.data());
+            const bool sm = kv == 0 && !k_smooth.empty();
+            if (sm)
+              for (int x = 0; x < d; ++x)
+                tmp[x] = (tmp[x] - k_offset[h * d + x]) / k_smooth[h * d + x];
             if (rotated) HadamardRotate(tmp.data(), d);
             uint8_t* dst = (kv == 0 ? k_cache : v_cache).data() + (slot * heads + h) * row_bytes;
             QuantizeKvRow(dtype, tmp.data(), d, sc, dst);
             DequantizeKvRow(dtype, dst, d, sc, dec.data());
             for (int x = 0; x < d; ++x) decoded[off + x] = dec[x];
             if (rotated) HadamardDouble(&decoded[off], d);
+            if (sm)
+              for (int x = 0; x < d; ++x)
+                decoded[off + x] = decoded[off + x] * k_smooth[h * d + x] + k_offset[h * d + x];
           }
         }
       }
@@ -156,6 +181,7 @@ struct Fixture {
     v.k_scale = k_scale;
     v.v_scale = v_scale;
     v.rotated = rotated;
+    v.k_smooth = k_smooth.empty() ? nullptr : k_smooth.data();
     return v;
   }
 
@@ -234,7 +260,9 @@ TEST(PagedAttentionTest, EveryDtypeMatchesFloat64ReferenceAndNeverReadsUnusedSlo
     for (AttentionShape s :
          {Shape(8, 4, 8, 16), Shape(4, 1, 64, 1), Shape(6, 2, 128, 7), Shape(2, 2, 16, 256),
           Shape(4, 2, 32, 4, /*window=*/9), Shape(3, 1, 48, 16)}) {
-      Fixture f(s, kRagged, 11, dt);
+      // Quantised formats run smoothed over K with per-channel offsets, as the engine does.
+      const bool quantized = KvDtypeIsQuantized(dt);
+      Fixture f(s, kRagged, 11, dt, quantized ? 4.0f : 0.0f, quantized);
       const std::vector<double> ref = f.Reference(/*decoded=*/true);
       const std::vector<double> orig = f.Reference(/*decoded=*/false);
       for (SimdLevel level : Levels()) {
@@ -250,6 +278,62 @@ TEST(PagedAttentionTest, EveryDtypeMatchesFloat64ReferenceAndNeverReadsUnusedSlo
         }
         EXPECT_LE(worst, FormatTolerance(dt))
             << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " vs unquantised K/V";
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionTest, PerChannelKOffsetLeavesOutputUnchanged) {
+  // Attention is invariant to K += c (one vector per KV head for every position): q.c is the
+  // same for all positions and softmax removes it. So a shifted K stored smoothed (c dropped,
+  // q scaled by s) must give the unshifted output, and so must a shifted float32 K as is.
+  ThreadPool pool(2);
+  for (AttentionShape s : {Shape(8, 4, 8, 16), Shape(4, 2, 64, 4, /*window=*/9)}) {
+    const Fixture plain(s, kRagged, 5);
+    const Fixture shifted(s, kRagged, 5, KvCacheDtype::kFloat32, 3.0f, /*smooth=*/false);
+    const Fixture smoothed(s, kRagged, 5, KvCacheDtype::kFloat32, 3.0f, /*smooth=*/true);
+    for (SimdLevel level : Levels()) {
+      const std::vector<float> a = plain.Run(level, &pool);
+      const std::vector<float> b = shifted.Run(level, &pool);
+      const std::vector<float> c = smoothed.Run(level, &pool);
+      for (size_t i = 0; i < a.size(); ++i) {
+        ASSERT_NEAR(b[i], a[i], 1e-4 * (1 + std::abs(a[i]))) << "shifted K at " << i;
+        ASSERT_NEAR(c[i], a[i], 1e-4 * (1 + std::abs(a[i]))) << "smoothed K at " << i;
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionTest, Fp8DecodersMatchScalarOnEveryByteAndKeepPoisonNaN) {
+  // One position: the output is exactly its decoded V row (softmax weight 1). head_dim 256 so
+  // the V row holds every byte value once; NaN patterns (e4m3 0x7F/0xFF, e5m2 0x7D..0x7F,
+  // 0xFD..0xFF) must come out NaN, everything else equal to the scalar decoder times the scale.
+  const AttentionShape s = Shape(1, 1, 256, 16);
+  const std::vector<int32_t> table = {1};
+  const std::vector<SequenceChunk> chunks = {{1, 0, table, false}};
+  const std::vector<float> q(256, 0.01f);
+  for (KvCacheDtype dt : {KvCacheDtype::kFp8E4m3, KvCacheDtype::kFp8E5m2}) {
+    std::vector<uint8_t> k(2 * 16 * 256, 0), v(2 * 16 * 256, 0xFF);
+    for (int i = 0; i < 256; ++i) v[16 * 256 + i] = static_cast<uint8_t>(i);
+    KvLayerView view;
+    view.dtype = dt;
+    view.k = k.data();
+    view.v = v.data();
+    view.row_bytes = 256;
+    view.v_scale = dt == KvCacheDtype::kFp8E4m3 ? 0.375f : 1.0f;
+    for (SimdLevel level : Levels()) {
+      std::vector<float> out(256);
+      PagedAttentionAt(level, s, q.data(), view, chunks, out.data(), nullptr);
+      for (int i = 0; i < 256; ++i) {
+        const uint8_t b = static_cast<uint8_t>(i);
+        const float want =
+            (dt == KvCacheDtype::kFp8E4m3 ? Fp8E4m3ToFloat(b) : Fp8E5m2ToFloat(b)) * view.v_scale;
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[i])) << KvCacheDtypeName(dt) << " byte " << i;
+        } else {
+          EXPECT_EQ(out[i], want) << KvCacheDtypeName(dt) << " byte " << i << " level "
+                                  << static_cast<int>(level);
+        }
       }
     }
   }

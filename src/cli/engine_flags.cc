@@ -107,11 +107,12 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
                  "fp8_e4m3 | fp8_e5m2 | int8 | int4. auto = the model's dtype: float32 for F32 "
                  "weights, bfloat16 for BF16, float16 for F16 and quantised GGUF weights "
                  "(llama.cpp's default f16 cache). int8/int4: asymmetric per-token, per-head "
-                 "scale and zero point; int4 rows are Hadamard-rotated")
+                 "scale and zero point; int4 rows are Hadamard-rotated. Quantised formats store K "
+                 "smoothed by a start-up calibration (per-channel offset, and range for int)")
       ->capture_default_str();
   app.add_flag("--calculate-kv-scales", c.calculate_kv_scales,
-               "fp8_e4m3: take the per-layer K/V scales from the first batch (max|x| / 448) "
-               "instead of 1.0");
+               "fp8_e4m3: per-layer K/V scales max|x| / 448 computed at start-up from a "
+               "fixed built-in calibration text (vLLM: from the first batch) instead of 1.0");
   app.add_option("--kv-cache-dtype-skip-layers", f.kv_cache_dtype_skip_layers,
                  "Comma-separated layer indices whose KV cache keeps the model dtype");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,

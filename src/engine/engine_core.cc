@@ -4,6 +4,7 @@
 
 #include "engine/generation_utils.h"
 #include "engine/kv_cache_sizing.h"
+#include "engine/kv_calibration.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
 #include "sample/rejection_sampler.h"
@@ -59,7 +60,8 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   e->pool_ = std::make_unique<ThreadPool>(c.threads);
   e->samplers_.resize(e->pool_->num_threads());
   e->backend_ = std::make_unique<CpuBackend>(*e->model_, &e->kv_, e->pool_.get(), c.max_model_len);
-  e->backend_->set_calculate_kv_scales(c.calculate_kv_scales);
+  RETURN_IF_ERROR(CalibrateKvCache(*e->model_, *e->tokenizer_, c.max_model_len,
+                                   c.calculate_kv_scales, &e->kv_, e->pool_.get()));
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
                             c.max_model_len, r.num_swap_blocks,
@@ -114,7 +116,9 @@ Status EngineCore::AddRequest(EngineRequest r) {
   req.skip_prefix_cache = r.params.prompt_logprobs.has_value();
   auto state = std::unique_ptr<RequestState>(
       new RequestState{r.params, SamplerState(r.params.seed, seeds_), std::nullopt,
-                       StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len});
+                       StopChecker(r.params, eos_id_, eos_ids_, limit), prompt_len,
+                       /*first_scheduled=*/{}, /*prompt=*/{}, /*prompt_logprobs=*/{},
+                       /*prompt_logprobs_sent=*/false, /*draft_probs=*/{}});
   state->detok.emplace(*tokenizer_, r.prompt_token_ids, r.params.skip_special_tokens);
   if (r.params.prompt_logprobs.has_value()) {
     state->prompt = r.prompt_token_ids;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "engine/kv_calibration.h"
 #include "fmt/format.h"
 #include "model/gguf_file.h"
 
@@ -45,7 +46,10 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
   s->backend_ =
       std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
-  s->backend_->set_calculate_kv_scales(o.calculate_kv_scales);
+  if (s->tokenizer_) {
+    RETURN_IF_ERROR(CalibrateKvCache(*s->model_, *s->tokenizer_, s->max_model_len_,
+                                     o.calculate_kv_scales, &s->kv_, s->pool_.get()));
+  }
   return s;
 }
 

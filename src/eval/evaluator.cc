@@ -6,6 +6,7 @@
 #include <span>
 
 #include "backend/cpu_backend.h"
+#include "engine/kv_calibration.h"
 #include "engine/model_session.h"
 #include "eval/distribution_stats.h"
 #include "eval/documents.h"
@@ -38,7 +39,8 @@ double KlResult::perplexity_change() const {
 // One KV cache (in one dtype) and the CPU backend that reads and writes it.
 class Evaluator::Pass {
  public:
-  static StatusOr<std::unique_ptr<Pass>> Create(const LoadedModel& model, const EngineConfig& c,
+  static StatusOr<std::unique_ptr<Pass>> Create(const LoadedModel& model,
+                                                const Tokenizer& tokenizer, const EngineConfig& c,
                                                 ThreadPool* pool, int32_t num_blocks,
                                                 int32_t max_positions) {
     std::unique_ptr<Pass> p(new Pass());
@@ -59,7 +61,9 @@ class Evaluator::Pass {
     shape.skip_dtype = format.skip_dtype;
     ASSIGN_OR_RETURN(p->kv_, KvCacheStorage::Create(shape));
     p->backend_ = std::make_unique<CpuBackend>(model, &p->kv_, pool, max_positions);
-    p->backend_->set_calculate_kv_scales(c.calculate_kv_scales);
+    // The same start-up calibration (K smoothing, fp8 scales) as EngineCore::Create.
+    RETURN_IF_ERROR(
+        CalibrateKvCache(model, tokenizer, c.max_model_len, c.calculate_kv_scales, &p->kv_, pool));
     return p;
   }
   Status Forward(const ForwardBatch& batch) { return backend_->Forward(batch, &out_); }
@@ -286,8 +290,9 @@ Status Evaluator::Run(const std::vector<std::vector<int32_t>>& docs, const Plan&
 StatusOr<PerplexityResult> Evaluator::Perplexity(const std::vector<std::vector<int32_t>>& docs,
                                                  const EvalOptions& options) {
   ASSIGN_OR_RETURN(Plan plan, MakePlan(docs, options));
-  ASSIGN_OR_RETURN(std::unique_ptr<Pass> pass,
-                   Pass::Create(*model_, config_, pool_.get(), plan.num_blocks, plan.max_length));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Pass> pass,
+      Pass::Create(*model_, *tokenizer_, config_, pool_.get(), plan.num_blocks, plan.max_length));
   KlResult r;
   RETURN_IF_ERROR(Run(docs, plan, *pass, nullptr, &r));
   return std::move(r.candidate);
@@ -300,10 +305,12 @@ StatusOr<KlResult> Evaluator::CompareWithModelDtype(const std::vector<std::vecto
   ref_config.kv_cache_dtype = KvCacheDtype::kAuto;
   ref_config.kv_cache_dtype_skip_layers.clear();
   ref_config.calculate_kv_scales = false;
-  ASSIGN_OR_RETURN(std::unique_ptr<Pass> ref, Pass::Create(*model_, ref_config, pool_.get(),
-                                                           plan.num_blocks, plan.max_length));
-  ASSIGN_OR_RETURN(std::unique_ptr<Pass> cand,
-                   Pass::Create(*model_, config_, pool_.get(), plan.num_blocks, plan.max_length));
+  ASSIGN_OR_RETURN(std::unique_ptr<Pass> ref,
+                   Pass::Create(*model_, *tokenizer_, ref_config, pool_.get(), plan.num_blocks,
+                                plan.max_length));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<Pass> cand,
+      Pass::Create(*model_, *tokenizer_, config_, pool_.get(), plan.num_blocks, plan.max_length));
   KlResult r;
   RETURN_IF_ERROR(Run(docs, plan, *cand, ref.get(), &r));
   return r;

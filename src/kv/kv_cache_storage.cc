@@ -28,7 +28,9 @@ int64_t KvCacheShape::bytes_per_token() const {
 }
 
 std::string KvCacheKeySpace(const KvCacheShape& shape) {
-  std::string s(KvCacheDtypeName(CanonicalKvStorageDtype(shape.dtype)));
+  const KvCacheDtype dtype = CanonicalKvStorageDtype(shape.dtype);
+  std::string s(KvCacheDtypeName(dtype));
+  if (KvDtypeIsQuantized(dtype)) s += "+kcal";
   if (!shape.skip_layers.empty()) {
     std::vector<int> layers = shape.skip_layers;
     std::sort(layers.begin(), layers.end());
@@ -68,6 +70,11 @@ StatusOr<KvCacheStorage> KvCacheStorage::Create(const KvCacheShape& shape) {
   }
   s.k_scale_.assign(shape.num_layers, 1.0f);
   s.v_scale_.assign(shape.num_layers, 1.0f);
+  const size_t smooth = size_t{static_cast<size_t>(shape.num_layers)} * shape.num_kv_heads *
+                        static_cast<size_t>(shape.head_dim);
+  s.k_offset_.assign(smooth, 0.0f);
+  s.k_smooth_.assign(smooth, 1.0f);
+  s.k_smoothed_.assign(shape.num_layers, 0);
   const size_t bytes = static_cast<size_t>(shape.total_bytes());
   CHECK_EQ(static_cast<int64_t>(bytes), offset);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
@@ -104,6 +111,9 @@ KvCacheStorage& KvCacheStorage::operator=(KvCacheStorage&& o) noexcept {
     layer_offset_ = std::move(o.layer_offset_);
     k_scale_ = std::move(o.k_scale_);
     v_scale_ = std::move(o.v_scale_);
+    k_offset_ = std::move(o.k_offset_);
+    k_smooth_ = std::move(o.k_smooth_);
+    k_smoothed_ = std::move(o.k_smoothed_);
     base_ = o.base_;
     mapped_bytes_ = o.mapped_bytes_;
     o.base_ = nullptr;
@@ -141,6 +151,14 @@ void KvCacheStorage::set_scales(int layer, float k_scale, float v_scale) {
   CHECK(k_scale > 0 && v_scale > 0) << "KV scales must be positive";
   k_scale_[layer] = k_scale;
   v_scale_[layer] = v_scale;
+}
+
+void KvCacheStorage::set_k_smoothing(int layer, const float* c, const float* s) {
+  const int64_t n = int64_t{shape_.num_kv_heads} * shape_.head_dim;
+  for (int64_t i = 0; i < n; ++i) CHECK(s[i] > 0) << "K smoothing ranges must be positive";
+  std::copy_n(c, n, k_offset_.data() + layer * n);
+  std::copy_n(s, n, k_smooth_.data() + layer * n);
+  k_smoothed_[layer] = 1;
 }
 
 void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block) {

@@ -44,8 +44,10 @@ struct KvCacheShape {
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }
 };
 
-// Names the stored format for the prefix-cache key space ("float32", "int8",
-// "int4+skip0,5:float32"): blocks written in one format are never reused in another.
+// Names the stored format for the prefix-cache key space ("float32", "int8+kcal",
+// "int4+kcal+skip0,5:float32"): blocks written in one format are never reused in another.
+// Quantised formats carry "+kcal": their K is stored smoothed with the start-up calibration
+// (deterministic per model and dtype).
 std::string KvCacheKeySpace(const KvCacheShape& shape);
 
 class KvCacheStorage {
@@ -91,6 +93,23 @@ class KvCacheStorage {
   float v_scale(int layer) const { return v_scale_[layer]; }
   void set_scales(int layer, float k_scale, float v_scale);
 
+  // K smoothing (calibrated at engine start-up, engine/kv_calibration.h): quantised layers
+  // store K' = (K - c) / s per (kv head, channel) instead of K, with c and s
+  // [num_kv_heads][head_dim] floats. Attention multiplies q by s and ignores c: q.(s*K' + c)
+  // = (s*q).K' + q.c, and q.c is the same for every position a query sees, so softmax drops
+  // it. Uncalibrated: c = 0, s = 1, and k_smooth() is null (kernels skip the multiply).
+  const float* k_offset(int layer) const {
+    return k_offset_.data() + int64_t{layer} * shape_.num_kv_heads * shape_.head_dim;
+  }
+  const float* k_smooth(int layer) const {
+    return k_smoothed_[layer]
+               ? k_smooth_.data() + int64_t{layer} * shape_.num_kv_heads * shape_.head_dim
+               : nullptr;
+  }
+  bool k_smoothed(int layer) const { return k_smoothed_[layer] != 0; }
+  // c and s: [num_kv_heads][head_dim] each; s must be positive.
+  void set_k_smoothing(int layer, const float* c, const float* s);
+
   // Copies one block (every layer, K and V) from `src` into block `dst_block` of this storage;
   // both storages must have the same per-block layout. Used for swap-out/swap-in (the bytes
   // move as stored: quantised blocks are never re-quantised).
@@ -106,10 +125,12 @@ class KvCacheStorage {
   void Release();
 
   KvCacheShape shape_;
-  std::vector<KvCacheDtype> layer_dtype_;  // per layer, canonical
-  std::vector<int64_t> row_bytes_;         // per layer
-  std::vector<int64_t> layer_offset_;      // [2 x layer + kv] -> byte offset of that region
-  std::vector<float> k_scale_, v_scale_;   // per layer (fp8_e4m3)
+  std::vector<KvCacheDtype> layer_dtype_;   // per layer, canonical
+  std::vector<int64_t> row_bytes_;          // per layer
+  std::vector<int64_t> layer_offset_;       // [2 x layer + kv] -> byte offset of that region
+  std::vector<float> k_scale_, v_scale_;    // per layer (fp8_e4m3)
+  std::vector<float> k_offset_, k_smooth_;  // [layer][kv_head][head_dim]: c and s
+  std::vector<uint8_t> k_smoothed_;         // per layer: set_k_smoothing was called
   uint8_t* base_ = nullptr;
   size_t mapped_bytes_ = 0;
 };

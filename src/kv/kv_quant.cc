@@ -120,6 +120,22 @@ int KvRowBytes(KvCacheDtype dtype, int head_dim) {
   return KvRowValueBytes(d, head_dim) + (has_meta ? kKvIntMetaBytes : 0);
 }
 
+bool KvDtypeIsQuantized(KvCacheDtype dtype) {
+  switch (CanonicalKvStorageDtype(dtype)) {
+    case KvCacheDtype::kFp8E4m3:
+    case KvCacheDtype::kFp8E5m2:
+    case KvCacheDtype::kInt8:
+    case KvCacheDtype::kInt4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool KvDtypeUsesKRangeSmoothing(KvCacheDtype dtype) {
+  return dtype == KvCacheDtype::kInt8 || dtype == KvCacheDtype::kInt4;
+}
+
 bool KvRowsRotated(KvCacheDtype dtype, int head_dim) {
   return dtype == KvCacheDtype::kInt4 && head_dim >= 2 && (head_dim & (head_dim - 1)) == 0;
 }

@@ -39,6 +39,13 @@ int KvRowBytes(KvCacheDtype dtype, int head_dim);
 // Bytes of the values alone (the metadata of int formats follows them).
 int KvRowValueBytes(KvCacheDtype dtype, int head_dim);
 
+// fp8 and integer formats (not the float formats): these get K smoothing (the start-up
+// calibration of engine/kv_calibration.h).
+bool KvDtypeIsQuantized(KvCacheDtype dtype);
+// Integer formats: their smoothing also divides K by a per-channel range s (fp8 only
+// subtracts the offset c, its relative precision makes s pointless).
+bool KvDtypeUsesKRangeSmoothing(KvCacheDtype dtype);
+
 // Whether rows of this format are stored Hadamard-rotated (int4 with a power-of-two head_dim).
 bool KvRowsRotated(KvCacheDtype dtype, int head_dim);
 

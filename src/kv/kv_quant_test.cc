@@ -203,11 +203,11 @@ TEST(KvCacheStorageTest, KeySpaceNamesTheFormat) {
   KvCacheShape s;
   EXPECT_EQ(KvCacheKeySpace(s), "float32");
   s.dtype = KvCacheDtype::kFp8;
-  EXPECT_EQ(KvCacheKeySpace(s), "fp8_e4m3");
+  EXPECT_EQ(KvCacheKeySpace(s), "fp8_e4m3+kcal");  // quantised: K stored smoothed
   s.dtype = KvCacheDtype::kInt4;
   s.skip_layers = {5, 0};
   s.skip_dtype = KvCacheDtype::kFloat16;
-  EXPECT_EQ(KvCacheKeySpace(s), "int4+skip0,5:float16");
+  EXPECT_EQ(KvCacheKeySpace(s), "int4+kcal+skip0,5:float16");
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// Start-up calibration of a quantised KV cache: K smoothing and --calculate-kv-scales.
+//
+// A fixed built-in English text is prefilled through the model with a temporary float32 cache;
+// from its post-RoPE K and V rows, per layer and KV head:
+//   c[d] = mean over positions of K[d]                 (every quantised format)
+//   s[d] = max over positions of |K[d] - c[d]|         (int8 / int4; floored at 1e-3 x max_d s)
+// and the target cache stores K' = (K - c) / s (kv/kv_cache_storage.h), an exact
+// re-parameterisation of attention that removes K's per-channel offsets and outliers before
+// quantisation. With calculate_kv_scales, fp8_e4m3 layers also get k_scale = max|K - c| / 448
+// and v_scale = max|V| / 448 over the same text (vLLM computes them from the first batch; a
+// fixed text keeps the engine batch invariant and deterministic). Never calibrated from live
+// requests, so outputs do not depend on the workload.
+#pragma once
+
+#include <string_view>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache_storage.h"
+#include "model/model_weights.h"
+#include "pagellm/status.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagellm {
+
+// The calibration text (plain narrative English, a few hundred characters).
+std::string_view KvCalibrationText();
+
+// Calibrates `kv` (already created for `model`) in place; a no-op when no layer is stored in a
+// quantised format and calculate_kv_scales is off. At most min(256, max_model_len) tokens of
+// the text, BOS first. `pool` may be null.
+Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
+                        bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool);
+
+}  // namespace pagellm
