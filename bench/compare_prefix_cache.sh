@@ -26,14 +26,7 @@ out=${OUT:-build/compare_prefix_cache}
 max_len=$((prefix_len + suffix_len + out_len + 64))
 mkdir -p "$out"
 
-wait_ready() {
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "server on port $1 did not come up" >&2
-  return 1
-}
+source bench/lib/wait_ready.sh
 
 bench() {  # name port dataset
   local extra=()

@@ -25,14 +25,7 @@ pagellm=${PAGELLM:-build/pagellm}
 out=${OUT:-build/compare_serve}
 mkdir -p "$out"
 
-wait_ready() {
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
-    sleep 0.2
-  done
-  echo "server on port $1 did not come up" >&2
-  return 1
-}
+source bench/lib/wait_ready.sh
 
 run_bench() {  # name port concurrency
   "$pagellm" bench serve --base-url "http://127.0.0.1:$2" --model "$model" --tokenizer-model "$model" \
