@@ -27,8 +27,7 @@ void AttendScalar(const AttendArgs& a) {
     std::fill_n(a.acc + int64_t{g} * d, d, 0.0f);
   }
   auto row = [&](const uint8_t* base, int p) {
-    const int64_t slot = int64_t{a.block_table[p / s.block_size]} * s.block_size + p % s.block_size;
-    return base + (slot * s.num_kv_heads + a.kv_head) * kv.row_bytes;
+    return base + kv.RowOffset(s, a.block_table, p, a.kv_head);
   };
   for (int j0 = a.begin; j0 < a.end; j0 += kTile) {
     const int n = std::min(kTile, a.end - j0);

@@ -48,6 +48,15 @@ struct KvLayerView {
   // that multiply q before the score dot products (then q is rotated when rows are); null =
   // none. The offset c needs nothing: softmax cancels it.
   const float* k_smooth = nullptr;
+
+  // Byte offset, within k or v, of the row of position `pos` for `kv_head`: the position's
+  // block comes from the sequence's block table, rows are [block][slot][kv_head].
+  int64_t RowOffset(const AttentionShape& s, const int32_t* block_table, int pos,
+                    int kv_head) const {
+    const int64_t slot =
+        int64_t{block_table[pos / s.block_size]} * s.block_size + pos % s.block_size;
+    return (slot * s.num_kv_heads + kv_head) * row_bytes;
+  }
 };
 
 // A float32 cache ([num_blocks][block_size][num_kv_heads][head_dim] floats).

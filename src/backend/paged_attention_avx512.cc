@@ -226,10 +226,7 @@ void AttendAvx512(const AttendArgs& a) {
     {
       const int n_next = std::min(kTile, a.end - (j0 + kTile));
       for (int j = 0; j < n_next; ++j) {
-        const int pos = j0 + kTile + j;
-        const int64_t slot =
-            int64_t{a.block_table[pos / s.block_size]} * s.block_size + pos % s.block_size;
-        const int64_t off = (slot * s.num_kv_heads + a.kv_head) * kv.row_bytes;
+        const int64_t off = kv.RowOffset(s, a.block_table, j0 + kTile + j, a.kv_head);
         for (int64_t b = 0; b < kv.row_bytes; b += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(kv.k + off + b), _MM_HINT_T0);
           _mm_prefetch(reinterpret_cast<const char*>(kv.v + off + b), _MM_HINT_T0);
@@ -237,10 +234,7 @@ void AttendAvx512(const AttendArgs& a) {
       }
     }
     for (int j = 0; j < n; ++j) {
-      const int pos = j0 + j;
-      const int64_t slot =
-          int64_t{a.block_table[pos / s.block_size]} * s.block_size + pos % s.block_size;
-      const int64_t off = (slot * s.num_kv_heads + a.kv_head) * kv.row_bytes;
+      const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
       if (direct) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
         vrow[j] = reinterpret_cast<const float*>(kv.v + off);
