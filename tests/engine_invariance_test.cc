@@ -12,6 +12,7 @@
 #include <random>
 
 #include "engine/llm.h"
+#include "engine_test_util.h"
 
 namespace pagellm {
 namespace {
@@ -19,17 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kShared = PAGELLM_SHARED_DIR;
 
-struct Workload {
-  std::vector<PromptInput> prompts;
-  std::vector<SamplingParams> params;
-};
-
 // Prompts: slices of TinyStories text tokenized by the model, 1..~300 tokens; outputs 1..48.
-Workload MakeWorkload(LLM& llm, int n, uint32_t seed) {
+EngineWorkload MakeWorkload(LLM& llm, int n, uint32_t seed) {
   std::ifstream in(kShared + "/data/tinystories_sample.txt");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::mt19937 rng(seed);
-  Workload w;
+  EngineWorkload w;
   const int vocab = llm.core().model_config().vocab_size;
   for (int i = 0; i < n; ++i) {
     PromptInput p;
@@ -53,51 +49,6 @@ Workload MakeWorkload(LLM& llm, int n, uint32_t seed) {
   return w;
 }
 
-struct RunResult {
-  std::vector<RequestOutput> outputs;
-  int64_t preemptions = 0;
-};
-
-RunResult Run(EngineConfig config, const Workload& w, bool one_at_a_time) {
-  auto llm = LLM::Create(config);
-  EXPECT_TRUE(llm.ok()) << llm.status().ToString();
-  if (!llm.ok()) return {};
-  (*llm)->core().PoisonKvCache();
-  RunResult r;
-  if (one_at_a_time) {
-    for (size_t i = 0; i < w.prompts.size(); ++i) {
-      auto out = (*llm)->Generate({w.prompts[i]}, {w.params[i]});
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      if (out.ok()) r.outputs.push_back((*out)[0]);
-    }
-  } else {
-    auto out = (*llm)->Generate(w.prompts, w.params);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (out.ok()) r.outputs = std::move(*out);
-  }
-  const EngineStats s = (*llm)->core().stats();
-  EXPECT_EQ(s.num_free_blocks, s.num_usable_blocks) << "KV blocks leaked";
-  EXPECT_EQ(s.num_running + s.num_waiting + s.num_swapped, 0);
-  r.preemptions = s.num_preemptions;
-  return r;
-}
-
-void ExpectSameOutputs(const RunResult& want, const RunResult& got, const std::string& what) {
-  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
-  for (size_t i = 0; i < want.outputs.size(); ++i) {
-    const CompletionOutput& a = want.outputs[i].outputs[0];
-    const CompletionOutput& b = got.outputs[i].outputs[0];
-    ASSERT_EQ(a.token_ids, b.token_ids) << what << ": request " << i;
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
-    for (size_t t = 0; t < a.logprobs.size(); ++t) {
-      // Bitwise: the logits that produced these are identical.
-      ASSERT_EQ(a.logprobs[t].logprob, b.logprobs[t].logprob) << what << ": request " << i;
-    }
-    ASSERT_EQ(a.text, b.text) << what;
-    ASSERT_EQ(a.finish_reason, b.finish_reason) << what;
-  }
-}
-
 void CheckInvariance(const std::string& model) {
   EngineConfig base;
   base.model = model;
@@ -107,36 +58,39 @@ void CheckInvariance(const std::string& model) {
   base.scheduler.max_num_batched_tokens = 512;
   auto probe = LLM::Create(base);
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
-  const Workload w = MakeWorkload(**probe, 64, 7);
+  const EngineWorkload w = MakeWorkload(**probe, 64, 7);
   probe->reset();
 
   EngineConfig serial = base;
   serial.scheduler.max_num_seqs = 1;
-  const RunResult ref = Run(serial, w, /*one_at_a_time=*/true);
+  const EngineRun ref = RunOnPoisonedEngine(serial, w, /*one_at_a_time=*/true);
   ASSERT_EQ(ref.outputs.size(), 64u);
 
   for (int block_size : {1, 16, 256}) {
     EngineConfig c = base;
     c.block_size = block_size;
     c.num_gpu_blocks_override = 64 * 512 / block_size + 64;
-    ExpectSameOutputs(ref, Run(c, w, false), "block_size " + std::to_string(block_size));
+    ExpectIdenticalOutputs(ref, RunOnPoisonedEngine(c, w),
+                           "block_size " + std::to_string(block_size));
   }
   for (int budget : {16, 4096}) {
     EngineConfig c = base;
     c.scheduler.max_num_batched_tokens = budget;
-    ExpectSameOutputs(ref, Run(c, w, false), "max_num_batched_tokens " + std::to_string(budget));
+    ExpectIdenticalOutputs(ref, RunOnPoisonedEngine(c, w),
+                           "max_num_batched_tokens " + std::to_string(budget));
   }
   for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
     EngineConfig c = base;
     c.num_gpu_blocks_override = 40;  // 640 tokens for 64 requests of up to ~350 tokens
     c.scheduler.preemption_mode = mode;
     c.swap_space_gib = 0.001;  // a small secondary pool: swap, then fall back
-    RunResult r = Run(c, w, false);
-    ExpectSameOutputs(ref, r, std::string("preemption ") + std::string(PreemptionModeName(mode)));
-    EXPECT_GT(r.preemptions, 0) << "the KV budget was meant to force preemption";
+    const EngineRun r = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(ref, r,
+                           std::string("preemption ") + std::string(PreemptionModeName(mode)));
+    EXPECT_GT(r.stats.num_preemptions, 0) << "the KV budget was meant to force preemption";
     std::printf("[ info ] %s: %s preemption mode: %lld preemptions\n", model.c_str(),
                 std::string(PreemptionModeName(mode)).c_str(),
-                static_cast<long long>(r.preemptions));
+                static_cast<long long>(r.stats.num_preemptions));
   }
 }
 
@@ -152,8 +106,8 @@ TEST(EngineInvarianceTest, Stories260K) {
 TEST(EngineInvarianceTest, QuantizedKvCaches) {
   const std::string model = kShared + "/models/stories260K";
   if (!fs::exists(model + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
-  for (KvCacheDtype dt : {KvCacheDtype::kBFloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8,
-                          KvCacheDtype::kInt4}) {
+  for (KvCacheDtype dt :
+       {KvCacheDtype::kBFloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8, KvCacheDtype::kInt4}) {
     const std::string name(KvCacheDtypeName(dt));
     EngineConfig base;
     base.model = model;
@@ -164,35 +118,32 @@ TEST(EngineInvarianceTest, QuantizedKvCaches) {
     base.scheduler.max_num_batched_tokens = 512;
     auto probe = LLM::Create(base);
     ASSERT_TRUE(probe.ok()) << probe.status().ToString();
-    const Workload w = MakeWorkload(**probe, 24, 11);
+    const EngineWorkload w = MakeWorkload(**probe, 24, 11);
     probe->reset();
     EngineConfig serial = base;
     serial.scheduler.max_num_seqs = 1;
-    const RunResult ref = pagellm::Run(serial, w, /*one_at_a_time=*/true);
+    const EngineRun ref = RunOnPoisonedEngine(serial, w, /*one_at_a_time=*/true);
     ASSERT_EQ(ref.outputs.size(), 24u);
     EngineConfig c = base;
     c.block_size = 7;
-    ExpectSameOutputs(ref, pagellm::Run(c, w, false), name + " block_size 7");
+    ExpectIdenticalOutputs(ref, RunOnPoisonedEngine(c, w), name + " block_size 7");
     c = base;
     c.num_gpu_blocks_override = 40;  // 640 tokens: preemption, one request still fits
     c.scheduler.preemption_mode = PreemptionMode::kSwap;
     c.swap_space_gib = 0.001;
-    RunResult r = pagellm::Run(c, w, false);
-    ExpectSameOutputs(ref, r, name + " swap preemption");
-    EXPECT_GT(r.preemptions, 0) << name;
+    const EngineRun r = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(ref, r, name + " swap preemption");
+    EXPECT_GT(r.stats.num_preemptions, 0) << name;
   }
 }
 
 TEST(EngineInvarianceTest, RandomGqaModel) {
   if (!fs::exists(kShared + "/models/stories260K/tokenizer.model"))
     GTEST_SKIP() << "shared assets absent (the random model borrows tok512)";
-  const std::string dir = fs::temp_directory_path() / "pagellm_invariance_gqa";
-  const std::string cmd = std::string("/usr/bin/python3 ") + PAGELLM_SOURCE_DIR +
-                          "/tools/gen_model.py --preset tiny --layers 4 --hidden 128 --heads 8 "
-                          "--kv-heads 2 --head-dim 16 --intermediate 256 --vocab 512 "
-                          "--tokenizer tok512 --max-pos 1024 --quiet --seed 3 --out " +
-                          dir + " --shared-dir " + kShared;
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "model generator unavailable: " << cmd;
+  const std::string dir = GenerateRandomTok512Model(
+      "pagellm_invariance_gqa",
+      "--layers 4 --hidden 128 --heads 8 --kv-heads 2 --head-dim 16 --intermediate 256", 3);
+  if (dir.empty()) GTEST_SKIP() << "model generator unavailable";
   CheckInvariance(dir);
 }
 

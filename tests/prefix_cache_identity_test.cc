@@ -16,6 +16,7 @@
 #include <random>
 
 #include "engine/llm.h"
+#include "engine_test_util.h"
 #include "planner/kv_cache_dtype.h"
 
 namespace pagellm {
@@ -24,9 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kShared = PAGELLM_SHARED_DIR;
 
-struct Workload {
-  std::vector<PromptInput> prompts;
-  std::vector<SamplingParams> params;
+struct Workload : EngineWorkload {
   int64_t shared_tokens = 0;
   int64_t total_tokens = 0;
 };
@@ -72,57 +71,8 @@ Workload MakeWorkload(LLM& llm) {
   return w;
 }
 
-struct RunResult {
-  std::vector<RequestOutput> outputs;
-  EngineStats stats;
-};
-
-RunResult Run(EngineConfig config, const Workload& w, bool one_at_a_time) {
-  RunResult r;
-  auto llm = LLM::Create(config);
-  EXPECT_TRUE(llm.ok()) << llm.status().ToString();
-  if (!llm.ok()) return r;
-  (*llm)->core().PoisonKvCache();
-  if (one_at_a_time) {
-    for (size_t i = 0; i < w.prompts.size(); ++i) {
-      auto out = (*llm)->Generate({w.prompts[i]}, {w.params[i]});
-      EXPECT_TRUE(out.ok()) << out.status().ToString();
-      if (out.ok()) r.outputs.push_back((*out)[0]);
-    }
-  } else {
-    auto out = (*llm)->Generate(w.prompts, w.params);
-    EXPECT_TRUE(out.ok()) << out.status().ToString();
-    if (out.ok()) r.outputs = std::move(*out);
-  }
-  r.stats = (*llm)->core().stats();
-  EXPECT_EQ(r.stats.num_free_blocks, r.stats.num_usable_blocks) << "KV blocks leaked";
-  EXPECT_EQ(r.stats.num_running + r.stats.num_waiting + r.stats.num_swapped, 0);
-  return r;
-}
-
-void ExpectSameOutputs(const RunResult& want, const RunResult& got, const std::string& what) {
-  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
-  for (size_t i = 0; i < want.outputs.size(); ++i) {
-    const CompletionOutput& a = want.outputs[i].outputs[0];
-    const CompletionOutput& b = got.outputs[i].outputs[0];
-    ASSERT_EQ(a.token_ids, b.token_ids) << what << ": request " << i;
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what;
-    for (size_t t = 0; t < a.logprobs.size(); ++t)
-      ASSERT_EQ(a.logprobs[t].logprob, b.logprobs[t].logprob) << what << ": request " << i;
-    const auto& pa = want.outputs[i].prompt_logprobs;
-    const auto& pb = got.outputs[i].prompt_logprobs;
-    ASSERT_EQ(pa.size(), pb.size()) << what << ": request " << i;
-    for (size_t t = 0; t < pa.size(); ++t) {
-      ASSERT_EQ(pa[t].has_value(), pb[t].has_value()) << what;
-      if (pa[t]) {
-        ASSERT_EQ(pa[t]->logprob, pb[t]->logprob) << what << ": prompt token " << t;
-      }
-    }
-  }
-}
-
 // Requests with prompt logprobs never hit; salted requests hit only their tenant's blocks.
-void ExpectCachedTokensRespectTheRules(const Workload& w, const RunResult& r,
+void ExpectCachedTokensRespectTheRules(const Workload& w, const EngineRun& r,
                                        const std::string& what) {
   for (size_t i = 0; i < w.prompts.size(); ++i) {
     if (w.params[i].prompt_logprobs.has_value()) {
@@ -160,7 +110,7 @@ void CheckPrefixCachingIdentity(const std::string& model) {
     base.kv_cache_dtype = kv_dtype;
     EngineConfig off = base;
     off.enable_prefix_caching = false;
-    const RunResult ref = Run(off, w, /*one_at_a_time=*/false);
+    const EngineRun ref = RunOnPoisonedEngine(off, w);
     ASSERT_EQ(ref.outputs.size(), w.prompts.size());
     EXPECT_EQ(ref.stats.prefix_cache_hits, 0);
 
@@ -188,16 +138,15 @@ void CheckPrefixCachingIdentity(const std::string& model) {
       cases.push_back({"preemption " + std::string(PreemptionModeName(mode)), c, false, true});
     }
     for (const Case& k : cases) {
-      const RunResult r = Run(k.config, w, k.one_at_a_time);
-      ExpectSameOutputs(ref, r, k.name);
+      const EngineRun r = RunOnPoisonedEngine(k.config, w, k.one_at_a_time);
+      ExpectIdenticalOutputs(ref, r, k.name);
       ExpectCachedTokensRespectTheRules(w, r, k.name);
       EXPECT_GT(r.stats.prefix_cache_hits, 0) << k.name;
       if (k.expect_preemption) {
         EXPECT_GT(r.stats.num_preemptions, 0) << k.name;
       }
       std::printf("[ info ] %s, %s: %lld of %lld prompt tokens hit, %lld preemptions\n",
-                  dtype.c_str(), k.name.c_str(),
-                  static_cast<long long>(r.stats.prefix_cache_hits),
+                  dtype.c_str(), k.name.c_str(), static_cast<long long>(r.stats.prefix_cache_hits),
                   static_cast<long long>(r.stats.prefix_cache_queries),
                   static_cast<long long>(r.stats.num_preemptions));
     }
@@ -213,13 +162,10 @@ TEST(PrefixCacheIdentityTest, Stories260K) {
 TEST(PrefixCacheIdentityTest, RandomGqaModel) {
   if (!fs::exists(kShared + "/models/stories260K/tokenizer.model"))
     GTEST_SKIP() << "shared assets absent (the random model borrows tok512)";
-  const std::string dir = fs::temp_directory_path() / "pagellm_prefix_identity_gqa";
-  const std::string cmd = std::string("/usr/bin/python3 ") + PAGELLM_SOURCE_DIR +
-                          "/tools/gen_model.py --preset tiny --layers 2 --hidden 128 --heads 8 "
-                          "--kv-heads 2 --head-dim 16 --intermediate 256 --vocab 512 "
-                          "--tokenizer tok512 --max-pos 1024 --quiet --seed 5 --out " +
-                          dir + " --shared-dir " + kShared;
-  if (std::system(cmd.c_str()) != 0) GTEST_SKIP() << "model generator unavailable: " << cmd;
+  const std::string dir = GenerateRandomTok512Model(
+      "pagellm_prefix_identity_gqa",
+      "--layers 2 --hidden 128 --heads 8 --kv-heads 2 --head-dim 16 --intermediate 256", 5);
+  if (dir.empty()) GTEST_SKIP() << "model generator unavailable";
   CheckPrefixCachingIdentity(dir);
 }
 
