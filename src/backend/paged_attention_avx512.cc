@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "backend/paged_attention.h"
-#include "base/half.h"
 #include "kv/kv_quant.h"
 
 namespace pagellm::attention_internal {
@@ -36,17 +35,38 @@ inline void StoreF16x32(__m512i h, const __m512* mul, float* dst, int n) {
   if (n > 16) _mm512_mask_storeu_ps(dst + 16, Mask(n - 16), hi);
 }
 
-// fp16 scale and zero point of an int8/int4 row (0xFFFF poison decodes to NaN).
-inline void Meta(const uint8_t* meta, float* scale, float* zero) {
-  uint16_t s, z;
-  std::memcpy(&s, meta, 2);
-  std::memcpy(&z, meta + 2, 2);
-  *scale = F16ToF32(s);
-  *zero = F16ToF32(z);
+// Integer codes of an int8/int4 row as floats, without scale and zero point (d floats into
+// dst); the row's fp16 scale and zero go to *scale_h / *zero_h unconverted. The kernel folds
+// them into the dot products and the V accumulation (see AttendAvx512), so a row costs one
+// widen + int->float convert per 16 elements and no scalar fp16 conversions.
+void DecodeIntCodes(KvCacheDtype dtype, const uint8_t* src, int d, float* dst, uint16_t* scale_h,
+                    uint16_t* zero_h) {
+  if (dtype == KvCacheDtype::kInt8) {
+    std::memcpy(scale_h, src + d, 2);
+    std::memcpy(zero_h, src + d + 2, 2);
+    for (int x = 0; x < d; x += 16)
+      _mm512_mask_storeu_ps(
+          dst + x, Mask(d - x),
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(Mask(d - x), src + x))));
+    return;
+  }
+  // int4: byte i holds element i (low nibble) and element i + d/2 (high nibble).
+  const int half = d / 2;
+  std::memcpy(scale_h, src + half, 2);
+  std::memcpy(zero_h, src + half + 2, 2);
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int x = 0; x < half; x += 16) {
+    const __mmask16 m = Mask(half - x);
+    const __m128i b = _mm_maskz_loadu_epi8(m, src + x);
+    const __m128i lo = _mm_and_si128(b, low4);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+    _mm512_mask_storeu_ps(dst + x, m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)));
+    _mm512_mask_storeu_ps(dst + half + x, m, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)));
+  }
 }
 
-// Decodes one row of d elements into dst (d floats). Float32 rows are not copied: the caller
-// reads them in place.
+// Decodes one row of d elements into dst (d floats), float and fp8 formats (integer rows go
+// through DecodeIntCodes). Float32 rows are not copied: the caller reads them in place.
 void DecodeRow(KvCacheDtype dtype, const uint8_t* src, int d, float layer_scale, float* dst) {
   switch (dtype) {
     case KvCacheDtype::kBFloat16:
@@ -87,36 +107,6 @@ void DecodeRow(KvCacheDtype dtype, const uint8_t* src, int d, float layer_scale,
         StoreF16x32(_mm512_slli_epi16(w, 8), nullptr, dst + x, d - x);
       }
       return;
-    case KvCacheDtype::kInt8: {
-      float sc, zr;
-      Meta(src + d, &sc, &zr);
-      const __m512 vs = _mm512_set1_ps(sc), vz = _mm512_set1_ps(zr);
-      for (int x = 0; x < d; x += 16) {
-        const __m512 q =
-            _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(Mask(d - x), src + x)));
-        _mm512_mask_storeu_ps(dst + x, Mask(d - x), _mm512_fmadd_ps(q, vs, vz));
-      }
-      return;
-    }
-    case KvCacheDtype::kInt4: {
-      const int half = d / 2;
-      float sc, zr;
-      Meta(src + half, &sc, &zr);
-      const __m512 vs = _mm512_set1_ps(sc), vz = _mm512_set1_ps(zr);
-      const __m128i low4 = _mm_set1_epi8(0x0F);
-      for (int x = 0; x < half; x += 16) {
-        const __mmask16 m = Mask(half - x);
-        const __m128i b = _mm_maskz_loadu_epi8(m, src + x);
-        const __m128i lo = _mm_and_si128(b, low4);
-        const __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-        _mm512_mask_storeu_ps(
-            dst + x, m, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo)), vs, vz));
-        _mm512_mask_storeu_ps(
-            dst + half + x, m,
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi)), vs, vz));
-      }
-      return;
-    }
     default:
       return;
   }
@@ -201,6 +191,23 @@ void AttendAvx512(const AttendArgs& a) {
   const int group = s.num_heads / s.num_kv_heads;
   const int d = s.head_dim;
   const bool direct = kv.dtype == KvCacheDtype::kFloat32;
+  // Integer rows (x = code * scale + zero per row) are decoded to their codes only, and the
+  // per-row scale and zero are applied per tile of 16 positions:
+  //   q.(s_j c_j + z_j) = s_j (q.c_j) + z_j sum(q)                  (scores)
+  //   sum_j p_j (s_j c_j + z_j) = sum_j (p_j s_j) c_j + sum_j p_j z_j  (V accumulation)
+  const bool int_rows = kv.dtype == KvCacheDtype::kInt8 || kv.dtype == KvCacheDtype::kInt4;
+  thread_local std::vector<float> qsum;
+  if (int_rows) {
+    qsum.resize(group);
+    for (int g = 0; g < group; ++g) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int x = 0; x < d; x += 16)
+        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(Mask(d - x), a.q + int64_t{g} * d + x));
+      qsum[g] = kernels_internal::avx512::HSum(acc);
+    }
+  }
+  // fp16 scale / zero of the tile's K and V rows (0 past the tile's end).
+  alignas(32) uint16_t ks_h[kTile], kz_h[kTile], vs_h[kTile], vz_h[kTile];
   // Decoded tile scratch: [kTile][d] for K and for V (a few KiB, stays in L1).
   thread_local std::vector<float> kbuf, vbuf;
   if (!direct && static_cast<int>(kbuf.size()) < kTile * d) {
@@ -239,11 +246,24 @@ void AttendAvx512(const AttendArgs& a) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
         vrow[j] = reinterpret_cast<const float*>(kv.v + off);
       } else {
-        DecodeRow(kv.dtype, kv.k + off, d, kv.k_scale, &kbuf[j * d]);
-        DecodeRow(kv.dtype, kv.v + off, d, kv.v_scale, &vbuf[j * d]);
+        if (int_rows) {
+          DecodeIntCodes(kv.dtype, kv.k + off, d, &kbuf[j * d], &ks_h[j], &kz_h[j]);
+          DecodeIntCodes(kv.dtype, kv.v + off, d, &vbuf[j * d], &vs_h[j], &vz_h[j]);
+        } else {
+          DecodeRow(kv.dtype, kv.k + off, d, kv.k_scale, &kbuf[j * d]);
+          DecodeRow(kv.dtype, kv.v + off, d, kv.v_scale, &vbuf[j * d]);
+        }
         krow[j] = &kbuf[j * d];
         vrow[j] = &vbuf[j * d];
       }
+    }
+    __m512 k_s = _mm512_setzero_ps(), k_z = k_s, v_s = k_s, v_z = k_s;
+    if (int_rows) {
+      for (int j = n; j < kTile; ++j) ks_h[j] = kz_h[j] = vs_h[j] = vz_h[j] = 0;
+      k_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ks_h)));
+      k_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(kz_h)));
+      v_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vs_h)));
+      v_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vz_h)));
     }
     for (int g = 0; g < group; ++g) {
       const float* q = a.q + int64_t{g} * d;
@@ -265,6 +285,7 @@ void AttendAvx512(const AttendArgs& a) {
           sc = DotsGeneric(q, krow, n, d);
           break;
       }
+      if (int_rows) sc = _mm512_fmadd_ps(sc, k_s, _mm512_mul_ps(k_z, _mm512_set1_ps(qsum[g])));
       sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(sc, vscale));
       const float mx = std::max(a.m[g], _mm512_reduce_max_ps(sc));
       const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
@@ -273,12 +294,15 @@ void AttendAvx512(const AttendArgs& a) {
                              : _mm512_cvtss_f32(Exp(_mm512_set1_ps(a.m[g] - mx)));
       a.l[g] = a.l[g] * corr + kernels_internal::avx512::HSum(e);
       a.m[g] = mx;
-      _mm512_store_ps(p, e);
+      // Integer V: weights p_j s_j on the codes, plus sum_j p_j z_j on every channel.
+      const __m512 pz =
+          _mm512_set1_ps(int_rows ? kernels_internal::avx512::HSum(_mm512_mul_ps(e, v_z)) : 0.0f);
+      _mm512_store_ps(p, int_rows ? _mm512_mul_ps(e, v_s) : e);
       const __m512 vcorr = _mm512_set1_ps(corr);
       float* o = a.acc + int64_t{g} * d;
       for (int x = 0; x < d; x += 16) {
         const __mmask16 m = Mask(d - x);
-        __m512 acc = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, o + x), vcorr);
+        __m512 acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, o + x), vcorr, pz);
         for (int j = 0; j < n; ++j)
           acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, vrow[j] + x), acc);
         _mm512_mask_storeu_ps(o + x, m, acc);

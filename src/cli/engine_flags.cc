@@ -112,7 +112,8 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
       ->capture_default_str();
   app.add_flag("--calculate-kv-scales", c.calculate_kv_scales,
                "fp8_e4m3: per-layer K/V scales max|x| / 448 computed at start-up from a "
-               "fixed built-in calibration text (vLLM: from the first batch) instead of 1.0");
+               "fixed built-in calibration text (vLLM: from the first batch) instead of 1.0; "
+               "a checkpoint's own k_scale/v_scale tensors take precedence");
   app.add_option("--kv-cache-dtype-skip-layers", f.kv_cache_dtype_skip_layers,
                  "Comma-separated layer indices whose KV cache keeps the model dtype");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,

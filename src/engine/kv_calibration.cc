@@ -23,19 +23,64 @@ std::string_view KvCalibrationText() {
 Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
                         bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool) {
   const KvCacheShape& shape = kv->shape();
-  bool any_quantized = false, any_e4m3 = false;
+  const std::vector<LayerWeights>& lw = model.weights.layers;
+  auto ckpt_k = [&](int l) { return l < static_cast<int>(lw.size()) ? lw[l].kv_k_scale : 0.0f; };
+  auto ckpt_v = [&](int l) { return l < static_cast<int>(lw.size()) ? lw[l].kv_v_scale : 0.0f; };
+  // Per layer: K smoothing (every quantised layer, except fp8_e4m3 layers whose k_scale comes
+  // from the checkpoint: that scale is defined on raw K, and K - c has a different range, so
+  // those layers store raw K / k_scale exactly as the checkpoint's producer intended) and the
+  // source of the fp8_e4m3 scales (checkpoint > --calculate-kv-scales > 1.0).
+  std::vector<uint8_t> smooth_layer(shape.num_layers, 0), calc_layer(shape.num_layers, 0);
+  int e4m3_layers = 0, ckpt_layers = 0, default_layers = 0, unused_ckpt_layers = 0;
+  bool need_prefill = false;
   for (int l = 0; l < shape.num_layers; ++l) {
-    any_quantized |= KvDtypeIsQuantized(kv->layer_dtype(l));
-    any_e4m3 |= kv->layer_dtype(l) == KvCacheDtype::kFp8E4m3;
+    const KvCacheDtype dtype = kv->layer_dtype(l);
+    const bool e4m3 = dtype == KvCacheDtype::kFp8E4m3;
+    const bool has_ckpt = ckpt_k(l) > 0 || ckpt_v(l) > 0;
+    smooth_layer[l] = KvDtypeIsQuantized(dtype) && !(e4m3 && ckpt_k(l) > 0);
+    calc_layer[l] = e4m3 && calculate_kv_scales && !(ckpt_k(l) > 0 && ckpt_v(l) > 0);
+    need_prefill |= smooth_layer[l] || calc_layer[l];
+    if (e4m3) {
+      ++e4m3_layers;
+      if (has_ckpt) ++ckpt_layers;
+      if (!calculate_kv_scales && !(ckpt_k(l) > 0 && ckpt_v(l) > 0)) ++default_layers;
+    } else if (has_ckpt) {
+      ++unused_ckpt_layers;
+    }
   }
-  if (any_e4m3 && !calculate_kv_scales) {
-    // As vLLM: without --calculate-kv-scales (and without checkpoint scales) fp8 values are
+  if (ckpt_layers > 0) {
+    spdlog::info(
+        "KV cache fp8_e4m3 scales: k_scale/v_scale from the checkpoint for {} of {} layers{}{}",
+        ckpt_layers, e4m3_layers,
+        calculate_kv_scales ? " (they take precedence over --calculate-kv-scales)" : "",
+        " (no K smoothing where k_scale is given: it is defined on raw K)");
+  } else if (e4m3_layers > 0 && calculate_kv_scales) {
+    spdlog::info(
+        "KV cache fp8_e4m3 scales: computed by --calculate-kv-scales from the built-in "
+        "calibration text");
+  }
+  if (default_layers > 0) {
+    // As vLLM: without checkpoint scales and without --calculate-kv-scales, fp8 values are
     // stored unscaled, which clips |x| > 448.
     spdlog::warn(
-        "--kv-cache-dtype fp8_e4m3 without --calculate-kv-scales: the K/V scales default to "
-        "1.0, which may cause accuracy issues; pass --calculate-kv-scales to compute them");
+        "--kv-cache-dtype fp8_e4m3: {} of {} layers lack a k_scale or v_scale in the checkpoint "
+        "and --calculate-kv-scales is off, so their K/V scales default to 1.0, which may cause "
+        "accuracy issues",
+        default_layers, e4m3_layers);
   }
-  if (!any_quantized && !(calculate_kv_scales && any_e4m3)) return Status::Ok();
+  if (unused_ckpt_layers > 0) {
+    // debug: the float reference cache of `pagellm eval kl` would say it on every run.
+    spdlog::debug(
+        "the checkpoint's KV cache scales ({} layers) are unused: they apply to "
+        "fp8_e4m3 only",
+        unused_ckpt_layers);
+  }
+  // Checkpoint scales need no prefill.
+  for (int l = 0; l < shape.num_layers; ++l) {
+    if (kv->layer_dtype(l) != KvCacheDtype::kFp8E4m3 || calc_layer[l]) continue;
+    kv->set_scales(l, ckpt_k(l) > 0 ? ckpt_k(l) : 1.0f, ckpt_v(l) > 0 ? ckpt_v(l) : 1.0f);
+  }
+  if (!need_prefill) return Status::Ok();
 
   // Tokens: BOS first (whatever the tokenizer's add_bos says), at most 256, within the
   // context limit.
@@ -80,7 +125,7 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
     const KvCacheDtype dtype = kv->layer_dtype(l);
     auto k_row = [&](int p) { return fkv.k_slot(l, table[p / 16], p % 16); };
     auto v_row = [&](int p) { return fkv.v_slot(l, table[p / 16], p % 16); };
-    const bool smooth = KvDtypeIsQuantized(dtype);
+    const bool smooth = smooth_layer[l] != 0;
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(c.begin(), c.end(), 0.0f);
     std::fill(s.begin(), s.end(), 1.0f);
@@ -102,14 +147,22 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
       }
     }
     if (smooth) kv->set_k_smoothing(l, c.data(), s.data());
-    if (calculate_kv_scales && dtype == KvCacheDtype::kFp8E4m3) {
+    if (calc_layer[l]) {
+      // Over what the layer stores: K - c (c = 0 when a checkpoint k_scale disabled smoothing,
+      // but then k_scale is the checkpoint's anyway) and raw V.
       float km = 0.0f, vm = 0.0f;
       for (int p = 0; p < n; ++p)
         for (int64_t i = 0; i < kvd; ++i) {
           km = std::max(km, std::fabs(k_row(p)[i] - c[i]));
           vm = std::max(vm, std::fabs(v_row(p)[i]));
         }
-      kv->set_scales(l, km > 0 ? km / kFp8E4m3Max : 1.0f, vm > 0 ? vm / kFp8E4m3Max : 1.0f);
+      kv->set_scales(l,
+                     ckpt_k(l) > 0 ? ckpt_k(l)
+                     : km > 0      ? km / kFp8E4m3Max
+                                   : 1.0f,
+                     ckpt_v(l) > 0 ? ckpt_v(l)
+                     : vm > 0      ? vm / kFp8E4m3Max
+                                   : 1.0f);
     }
   }
   spdlog::debug("KV cache calibrated on {} tokens of the built-in text{}", n,

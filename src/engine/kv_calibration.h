@@ -10,6 +10,14 @@
 // and v_scale = max|V| / 448 over the same text (vLLM computes them from the first batch; a
 // fixed text keeps the engine batch invariant and deterministic). Never calibrated from live
 // requests, so outputs do not depend on the workload.
+//
+// Checkpoint fp8 scales (LayerWeights::kv_k_scale / kv_v_scale, read by the model loader from
+// vLLM's self_attn.k_scale / v_scale names) take precedence over --calculate-kv-scales, which
+// takes precedence over 1.0 (with a warning); the start-up log says which applies. A checkpoint
+// k_scale is defined on raw K (the quantiser that wrote it saw no smoothing), so an fp8_e4m3
+// layer with a checkpoint k_scale is stored unsmoothed (K / k_scale, as vLLM stores it) rather
+// than converting the scale: max|K - c| over our calibration text says nothing about the range
+// the checkpoint's producer calibrated over.
 #pragma once
 
 #include <string_view>

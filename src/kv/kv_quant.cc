@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "base/half.h"
 #include "pagellm/check.h"
@@ -51,31 +52,96 @@ float DecodeFp8(uint8_t b, int man_bits, int bias) {
   return (b & 0x80) ? -mag : mag;
 }
 
+// Scale and zero point of one candidate range [lo, hi], rounded to fp16 as stored: decoding
+// reproduces exactly what was encoded.
+struct IntRange {
+  uint16_t scale_h, zero_h;
+  float scale, zero, inv;
+};
+
+IntRange MakeRange(float lo, float hi, int levels) {
+  IntRange r;
+  r.zero_h = F32ToF16(lo);
+  r.zero = F16ToF32(r.zero_h);
+  r.scale_h = F32ToF16(std::min((hi - r.zero) / static_cast<float>(levels - 1), kF16Max));
+  r.scale = F16ToF32(r.scale_h);
+  // The rounded scale may cover slightly less than the range: let the top code clip.
+  r.inv = r.scale > 0 ? 1.0f / r.scale : 0.0f;
+  return r;
+}
+
+// Round to nearest even of (v - zero) / scale, clamped to [0, levels - 1]. Clamping first keeps
+// the argument in [0, 255], where adding and subtracting 1.5 x 2^23 rounds exactly as
+// nearbyint does in the default rounding mode, without its libm call (the int4 search below
+// evaluates this a few hundred times per row).
+inline float Code(float v, const IntRange& r, int levels) {
+  const float t = std::clamp((v - r.zero) * r.inv, 0.0f, static_cast<float>(levels - 1));
+  return (t + 0x1.8p23f) - 0x1.8p23f;
+}
+
+// Clipping search steps per side for int4 (see QuantizeAsymmetric); fewer for long rows, where
+// each candidate costs more and the row's extremes are less extreme relative to its spread.
+int Int4ClipSteps(int n) {
+  return n <= 32 ? 10 : 4;
+}
+
 // Asymmetric integer quantisation with `levels` - 1 steps. Writes codes through `put`.
+// 8-bit rows use the row's [min, max]. 4-bit rows (16 levels, where the step is coarse enough
+// for clipping to pay) search the range: the lower and the upper end each move inwards by 0% to
+// 10% of the row's range, in Int4ClipSteps equal steps per side, all pairs, and the pair with the
+// smallest squared reconstruction error over the row (with fp16-rounded scale and zero, as
+// decoded) wins; ties keep the earlier, less clipped pair, so [min, max] stays unless something
+// is strictly better. Decoding is unchanged (code x scale + zero). On stories260K this cuts
+// int4's perplexity cost by about a third (float64 emulation: +4.0% -> +2.8% on 20 stories).
 template <typename Put>
 void QuantizeAsymmetric(const float* x, int n, int levels, uint8_t* meta, Put put) {
+  thread_local std::vector<float> sat;
+  sat.resize(static_cast<size_t>(n));
+  float* v = sat.data();
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (int i = 0; i < n; ++i) {
-    const float v = Saturate(x[i], kF16Max);
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
+    v[i] = Saturate(x[i], kF16Max);
+    lo = std::min(lo, v[i]);
+    hi = std::max(hi, v[i]);
   }
-  // Scale and zero are stored as fp16; quantise with the stored (rounded) values so decoding
-  // reproduces exactly what was encoded.
-  const uint16_t zero_h = F32ToF16(lo);
-  const float zero = F16ToF32(zero_h);
-  float scale = std::min((hi - zero) / static_cast<float>(levels - 1), kF16Max);
-  uint16_t scale_h = F32ToF16(scale);
-  scale = F16ToF32(scale_h);
-  // The rounded scale may cover slightly less than the range: let the top code clip.
-  const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float v = Saturate(x[i], kF16Max);
-    const float q = std::nearbyint((v - zero) * inv);
-    put(i, static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(levels - 1))));
+  IntRange best = MakeRange(lo, hi, levels);
+  if (levels == 16 && hi > lo) {
+    // Squared error of a candidate (mul + add, not the decoder's fma: fma is a libm call at
+    // this file's baseline ISA, and the ranking does not need the last bit). Four partial sums
+    // let the loop vectorise and pipeline.
+    auto error = [&](const IntRange& r) {
+      float e[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      int i = 0;
+      for (; i + 4 <= n; i += 4)
+        for (int k = 0; k < 4; ++k) {
+          const float d = Code(v[i + k], r, levels) * r.scale + r.zero - v[i + k];
+          e[k] += d * d;
+        }
+      for (; i < n; ++i) {
+        const float d = Code(v[i], r, levels) * r.scale + r.zero - v[i];
+        e[0] += d * d;
+      }
+      return (e[0] + e[1]) + (e[2] + e[3]);
+    };
+    const int steps = Int4ClipSteps(n);
+    const float unit = 0.1f * (hi - lo) / static_cast<float>(steps);
+    float best_error = error(best);
+    for (int a = 0; a <= steps; ++a) {
+      for (int b = 0; b <= steps; ++b) {
+        if (a == 0 && b == 0) continue;
+        const IntRange r =
+            MakeRange(lo + unit * static_cast<float>(a), hi - unit * static_cast<float>(b), levels);
+        const float e = error(r);
+        if (e < best_error) {
+          best_error = e;
+          best = r;
+        }
+      }
+    }
   }
-  std::memcpy(meta, &scale_h, 2);
-  std::memcpy(meta + 2, &zero_h, 2);
+  for (int i = 0; i < n; ++i) put(i, static_cast<uint8_t>(Code(v[i], best, levels)));
+  std::memcpy(meta, &best.scale_h, 2);
+  std::memcpy(meta + 2, &best.zero_h, 2);
 }
 
 void ReadMeta(const uint8_t* meta, float* scale, float* zero) {

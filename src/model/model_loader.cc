@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -141,6 +142,45 @@ class WeightBinder {
     return out;
   }
 
+  // A positive finite scalar (shape [] or [1], F32/F16/BF16), or 0 when `name` is absent.
+  StatusOr<float> OptionalPositiveScalar(const std::string& name) {
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) return 0.0f;
+    const Entry& e = it->second;
+    const TensorView& t = *e.tensor;
+    if (!(t.shape.empty() || t.shape == std::vector<int64_t>{1})) {
+      return InvalidArgumentError(
+          fmt::format("{}: tensor '{}': expected a scalar (shape [] or "
+                      "[1]), got shape {}",
+                      *e.file, name, ShapeString(t.shape)));
+    }
+    float v;
+    switch (t.dtype) {
+      case DType::kF32:
+        std::memcpy(&v, t.data, 4);
+        break;
+      case DType::kF16:
+      case DType::kBF16: {
+        uint16_t h;
+        std::memcpy(&h, t.data, 2);
+        v = t.dtype == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
+        break;
+      }
+      default:
+        return InvalidArgumentError(
+            fmt::format("{}: tensor '{}': dtype {} is not supported for a KV cache scale (F32, "
+                        "F16, BF16)",
+                        *e.file, name, DTypeName(t.dtype)));
+    }
+    if (!(std::isfinite(v) && v > 0.0f)) {
+      return InvalidArgumentError(
+          fmt::format("{}: tensor '{}': a KV cache scale must be finite and positive, got {}",
+                      *e.file, name, v));
+    }
+    used_.insert(name);  // not a parameter: total_bytes / num_parameters leave it out
+    return v;
+  }
+
   // Marks a tensor as used without binding it (an lm_head tied to the embedding anyway).
   void Ignore(const std::string& name) { used_.insert(name); }
 
@@ -230,6 +270,26 @@ Status BindWeights(const TensorNames& n, WeightBinder& b, ModelConfig* config, M
   return Status::Ok();
 }
 
+// fp8 KV cache scales of a Hugging Face checkpoint, per layer, in vLLM's names. Per layer and
+// per K/V the first present name wins: self_attn.{k,v}_scale (current), then
+// self_attn.{k,v}_proj.output_scale (older compressed-tensors), then self_attn.kv_scale (legacy:
+// one scale for both). Every present name is validated (a malformed one is an error even when a
+// preferred name shadows it).
+Status BindKvScales(WeightBinder& b, const ModelConfig& c, ModelWeights* w) {
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = fmt::format("model.layers.{}.self_attn.", i);
+    ASSIGN_OR_RETURN(const float k, b.OptionalPositiveScalar(p + "k_scale"));
+    ASSIGN_OR_RETURN(const float v, b.OptionalPositiveScalar(p + "v_scale"));
+    ASSIGN_OR_RETURN(const float k_out, b.OptionalPositiveScalar(p + "k_proj.output_scale"));
+    ASSIGN_OR_RETURN(const float v_out, b.OptionalPositiveScalar(p + "v_proj.output_scale"));
+    ASSIGN_OR_RETURN(const float kv, b.OptionalPositiveScalar(p + "kv_scale"));
+    LayerWeights& l = w->layers[i];
+    l.kv_k_scale = k > 0 ? k : k_out > 0 ? k_out : kv;
+    l.kv_v_scale = v > 0 ? v : v_out > 0 ? v_out : kv;
+  }
+  return Status::Ok();
+}
+
 // A shard name from an index must be a plain file name inside the model directory.
 bool IsPlainFileName(const std::string& s) {
   return !s.empty() && s != "." && s != ".." && s.find('/') == std::string::npos &&
@@ -309,6 +369,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
   RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
   binder.set_source(&weights_source);
   RETURN_IF_ERROR(BindWeights(kHfNames, binder, &m->config, &m->weights));
+  RETURN_IF_ERROR(BindKvScales(binder, m->config, &m->weights));
   return m;
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <initializer_list>
+#include <limits>
 #include <set>
 #include <string>
 #include <vector>
@@ -541,6 +542,88 @@ TEST(LoadModel, BrokenDirectories) {
                 {"model.safetensors", "'model.layers.0.self_attn.o_proj.bias'"});
   }
   ExpectError(LoadModel("/nonexistent/model"), StatusCode::kNotFound, {"/nonexistent/model"});
+}
+
+// fp8 KV cache scales in vLLM's names: scalars, per layer; precedence k_scale >
+// k_proj.output_scale > kv_scale; malformed ones are clean errors naming the tensor.
+std::string F32Bytes(float v) {
+  std::string b(4, '\0');
+  std::memcpy(b.data(), &v, 4);
+  return b;
+}
+std::string HalfBytes(uint16_t h) {
+  std::string b(2, '\0');
+  std::memcpy(b.data(), &h, 2);
+  return b;
+}
+
+struct ScaleTensor {
+  std::string name, dtype;
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+StatusOr<std::unique_ptr<LoadedModel>> LoadWithScales(const TempDir& dir, const TinyModelSpec& s,
+                                                      const std::vector<ScaleTensor>& extra) {
+  WriteHfModel(dir, s);
+  SafetensorsBuilder b;
+  for (const auto& [name, shape] : testing::TinyHfTensors(s)) b.Add(name, "F32", shape);
+  for (const ScaleTensor& t : extra) b.Add(t.name, t.dtype, t.shape, t.data);
+  dir.Write("model.safetensors", b.Build());
+  return LoadModel(dir.path());
+}
+
+TEST(LoadModel, KvCacheScales) {
+  TinyModelSpec s;  // 2 layers
+  const std::string l0 = "model.layers.0.self_attn.", l1 = "model.layers.1.self_attn.";
+  {
+    TempDir dir;
+    auto m = LoadWithScales(dir, s, {});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    for (const LayerWeights& l : (*m)->weights.layers) {
+      EXPECT_EQ(l.kv_k_scale, 0.0f);
+      EXPECT_EQ(l.kv_v_scale, 0.0f);
+    }
+  }
+  {
+    TempDir dir;
+    auto plain = LoadWithScales(dir, s, {});
+    ASSERT_TRUE(plain.ok());
+    const int64_t params = (*plain)->weights.num_parameters;
+    auto m = LoadWithScales(
+        dir, s,
+        {{l0 + "k_scale", "F32", {}, F32Bytes(0.5f)},
+         {l0 + "v_scale", "BF16", {1}, HalfBytes(F32ToBf16(0.25f))},
+         {l0 + "kv_scale", "F32", {}, F32Bytes(9.0f)},  // shadowed by k_scale / v_scale
+         {l1 + "kv_scale", "F16", {}, HalfBytes(F32ToF16(2.0f))},
+         {l1 + "k_proj.output_scale", "F32", {1}, F32Bytes(0.125f)}});
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    const auto& layers = (*m)->weights.layers;
+    EXPECT_EQ(layers[0].kv_k_scale, 0.5f);
+    EXPECT_EQ(layers[0].kv_v_scale, 0.25f);
+    EXPECT_EQ(layers[1].kv_k_scale, 0.125f);  // output_scale before the legacy kv_scale
+    EXPECT_EQ(layers[1].kv_v_scale, 2.0f);
+    EXPECT_EQ((*m)->weights.num_parameters, params);  // scales are not parameters
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const ScaleTensor& bad : std::vector<ScaleTensor>{
+           {l1 + "v_scale", "F32", {2}, F32Bytes(1.0f) + F32Bytes(1.0f)},  // not a scalar
+           {l1 + "k_scale", "F32", {1, 1}, F32Bytes(1.0f)},
+           {l0 + "k_scale", "F32", {}, F32Bytes(nan)},
+           {l0 + "k_scale", "F32", {}, F32Bytes(std::numeric_limits<float>::infinity())},
+           {l0 + "v_scale", "F16", {}, HalfBytes(F32ToF16(0.0f))},
+           {l0 + "kv_scale", "BF16", {}, HalfBytes(F32ToBf16(-1.0f))},
+           {l1 + "v_proj.output_scale", "F32", {}, F32Bytes(-0.5f)}}) {
+    SCOPED_TRACE(bad.name);
+    TempDir dir;
+    ExpectError(LoadWithScales(dir, s, {bad}), StatusCode::kInvalidArgument,
+                {"model.safetensors", "'" + bad.name + "'"});
+  }
+  {
+    TempDir dir;  // a dtype the safetensors reader does not load at all
+    ExpectError(LoadWithScales(dir, s, {{l0 + "k_scale", "F64", {}, std::string(8, '\0')}}),
+                StatusCode::kUnimplemented, {"model.safetensors", l0 + "k_scale", "F64"});
+  }
 }
 
 // -------------------------------------------------------------------- real shared models

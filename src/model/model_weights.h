@@ -27,6 +27,12 @@ struct LayerWeights {
   WeightMatrix w_gate;           // [intermediate, hidden]
   WeightMatrix w_up;             // [intermediate, hidden]
   WeightMatrix w_down;           // [hidden, intermediate]
+  // fp8 KV cache scales of this layer from the checkpoint (vLLM's self_attn.k_scale/v_scale,
+  // older k_proj/v_proj.output_scale, legacy kv_scale): a stored e4m3 value times the scale is
+  // the real K (V), defined on raw post-RoPE K. 0 = the checkpoint carries none (then
+  // --calculate-kv-scales or 1.0 applies; engine/kv_calibration.h).
+  float kv_k_scale = 0.0f;
+  float kv_v_scale = 0.0f;
 };
 
 struct ModelWeights {
