@@ -71,14 +71,17 @@ def main():
     for m in a.models:
         ppp, ptg, wbytes = pagellm(a.pagellm, m, a)
         lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
-        gbs = ptg * wbytes / 1e9
-        roof = f" ({100 * gbs / a.bandwidth_gbs:.0f}% of roofline)" if a.bandwidth_gbs else ""
         if a.pp > 0 and ppp and lpp:
             pp_cells = f"{ppp:.1f} | {lpp:.1f} | {ppp / lpp:.2f}x"
         else:  # --pp 0: decode only (e.g. tg at a context depth)
             pp_cells = "- | - | -"
-        print(f"| {os.path.basename(m)} | {pp_cells} | {ptg:.2f} | "
-              f"{ltg:.2f} | {ptg / ltg:.2f}x | {gbs:.1f}{roof} |")
+        if a.tg > 0 and ptg and ltg:
+            gbs = ptg * wbytes / 1e9
+            roof = f" ({100 * gbs / a.bandwidth_gbs:.0f}% of roofline)" if a.bandwidth_gbs else ""
+            tg_cells = f"{ptg:.2f} | {ltg:.2f} | {ptg / ltg:.2f}x | {gbs:.1f}{roof}"
+        else:  # --tg 0: prefill only
+            tg_cells = "- | - | - | -"
+        print(f"| {os.path.basename(m)} | {pp_cells} | {tg_cells} |")
         sys.stdout.flush()
     print(f"\nllama.cpp build {commit}; threads {a.threads}; medians of {a.reps} runs each.")
 

@@ -3,6 +3,8 @@
 //   gemv/<type>/<rows>x<cols>/t<threads>/cold   decode, n_tokens = 1, GB/s of weights streamed.
 //       "cold" cycles through enough copies of the matrix (>= 256 MiB) that every call reads its
 //       weights from DRAM, as in a real decode step; "hot" reuses one copy (L2/L3 resident).
+//   gemv/<type>/8192x2048/t<threads>/cold/n<tokens>   Q8_0/Q4_0 with 4 or 16 tokens (the
+//       weight-streaming path of speculative verification), GB/s of weights per call.
 //   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
 //
 // Shapes (out x in): 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down),
@@ -100,14 +102,14 @@ std::vector<float> RandomActivations(int64_t n) {
 }
 
 void BM_Gemv(benchmark::State& state, DType type, int64_t rows, int64_t cols, int threads,
-             bool cold) {
+             bool cold, int64_t n = 1) {
   const WeightSet& ws = GetWeights(type, rows, cols, cold);
-  const std::vector<float> x = RandomActivations(cols);
-  std::vector<float> y(rows);
+  const std::vector<float> x = RandomActivations(n * cols);
+  std::vector<float> y(n * rows);
   ThreadPool* pool = PoolFor(threads);
   int64_t i = 0;
   for (auto _ : state) {
-    MatMul(ws.at(i), x.data(), 1, y.data(), pool);
+    MatMul(ws.at(i), x.data(), n, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
     i = i + 1 == ws.copies ? 0 : i + 1;
   }
@@ -152,6 +154,16 @@ void RegisterAll() {
               [=](benchmark::State& st) { BM_Gemv(st, t, s.rows, s.cols, threads, cold); })
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
+        }
+        // Weight-streaming path of speculative verification (k + 1 <= 16 tokens), gate/up shape.
+        if ((t == DType::kQ4_0 || t == DType::kQ8_0) && s.rows == 8192) {
+          for (int64_t n : {4, 16}) {
+            benchmark::RegisterBenchmark(
+                ("gemv/" + tn + "/" + sn + th + "/cold/n" + std::to_string(n)).c_str(),
+                [=](benchmark::State& st) { BM_Gemv(st, t, s.rows, s.cols, threads, true, n); })
+                ->Unit(benchmark::kMicrosecond)
+                ->UseRealTime();
+          }
         }
         if (!s.gemm) continue;
         for (int64_t n : {64, 512}) {

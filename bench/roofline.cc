@@ -7,6 +7,8 @@
 // GCC 12 warns falsely (-Wuninitialized) inside the AVX-512 reduction intrinsics.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +28,24 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// Pins the calling thread to the t-th CPU it may run on (one thread per core: the peaks are
+// per-core figures times threads, and two threads sharing a core would halve each other).
+void PinToCpu(int t) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  int seen = 0;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (!CPU_ISSET(c, &allowed)) continue;
+    if (seen++ == t) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(c, &one);
+      pthread_setaffinity_np(pthread_self(), sizeof(one), &one);
+      return;
+    }
+  }
+}
+
 // Runs fn(thread) on n threads at once; returns the wall time of the slowest.
 template <typename Fn>
 double RunThreads(int n, Fn fn) {
@@ -35,6 +55,7 @@ double RunThreads(int n, Fn fn) {
   Clock::time_point start;
   for (int t = 0; t < n; ++t) {
     ts.emplace_back([&, t] {
+      PinToCpu(t);
       ready.fetch_add(1);
       while (!go.load()) {
       }
@@ -80,40 +101,57 @@ double ReadBandwidth(int threads, size_t bytes, int reps) {
 
 constexpr long kIters = 20'000'000;
 
-// 10 independent accumulators hide FMA latency; 2 flops per lane per FMA.
+// The peak loops are written in inline assembly so that the measured instruction stream is
+// exactly 12 independent register accumulators per iteration: with arrays of intrinsics the
+// compiler may keep the accumulators in memory (GCC 12 did at -O2: every FMA then waited on a
+// store-to-load forward, which measured 170 GFLOP/s instead of the real peak). 12 chains cover
+// latency x throughput on Zen 4/5 (4-cycle FMA x 2 pipes = 8 in flight). zmm16/17 hold the
+// (constant) multiplicands; the accumulators are zmm0..11.
+// clang-format off
+#define PAGELLM_ROOFLINE_LOOP(INSN)                                                           \
+  __asm__ volatile(                                                                          \
+      "vpxord %%zmm0, %%zmm0, %%zmm0\n\t"                                                    \
+      "vmovdqa64 %%zmm0, %%zmm1\n\tvmovdqa64 %%zmm0, %%zmm2\n\tvmovdqa64 %%zmm0, %%zmm3\n\t"  \
+      "vmovdqa64 %%zmm0, %%zmm4\n\tvmovdqa64 %%zmm0, %%zmm5\n\tvmovdqa64 %%zmm0, %%zmm6\n\t"  \
+      "vmovdqa64 %%zmm0, %%zmm7\n\tvmovdqa64 %%zmm0, %%zmm8\n\tvmovdqa64 %%zmm0, %%zmm9\n\t"  \
+      "vmovdqa64 %%zmm0, %%zmm10\n\tvmovdqa64 %%zmm0, %%zmm11\n\t"                           \
+      "vpbroadcastd %[c], %%zmm16\n\tvmovdqa64 %%zmm16, %%zmm17\n\t"                         \
+      "1:\n\t" INSN " %%zmm16, %%zmm17, %%zmm0\n\t" INSN " %%zmm16, %%zmm17, %%zmm1\n\t" INSN  \
+      " %%zmm16, %%zmm17, %%zmm2\n\t" INSN " %%zmm16, %%zmm17, %%zmm3\n\t" INSN                \
+      " %%zmm16, %%zmm17, %%zmm4\n\t" INSN " %%zmm16, %%zmm17, %%zmm5\n\t" INSN                \
+      " %%zmm16, %%zmm17, %%zmm6\n\t" INSN " %%zmm16, %%zmm17, %%zmm7\n\t" INSN                \
+      " %%zmm16, %%zmm17, %%zmm8\n\t" INSN " %%zmm16, %%zmm17, %%zmm9\n\t" INSN                \
+      " %%zmm16, %%zmm17, %%zmm10\n\t" INSN " %%zmm16, %%zmm17, %%zmm11\n\t"                  \
+      "dec %[n]\n\tjnz 1b\n\t"                                                               \
+      : [n] "+r"(n)                                                                          \
+      : [c] "m"(c)                                                                           \
+      : "zmm0", "zmm1", "zmm2", "zmm3", "zmm4", "zmm5", "zmm6", "zmm7", "zmm8", "zmm9",      \
+        "zmm10", "zmm11", "zmm16", "zmm17", "cc")
+// clang-format on
+constexpr int kChains = 12;
+
+// vfmadd231ps: 16 lanes x 2 flops. c = 1.0f: acc += 1 x 1, normal numbers throughout.
 __attribute__((target("avx512f"))) float FmaLoop() {
-  __m512 a[10];
-  for (int i = 0; i < 10; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
-  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  for (long it = 0; it < kIters; ++it)
-    for (int i = 0; i < 10; ++i) a[i] = _mm512_fmadd_ps(a[i], x, y);
-  __m512 s = a[0];
-  for (int i = 1; i < 10; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  long n = kIters;
+  const int32_t c = 0x3f800000;
+  PAGELLM_ROOFLINE_LOOP("vfmadd231ps");
+  return 0.0f;
 }
 
 // vdpbf16ps: 32 bf16 products summed pairwise into 16 fp32 lanes = 64 flops per instruction.
 __attribute__((target("avx512f,avx512bf16"))) float Bf16Loop() {
-  __m512 a[10];
-  for (int i = 0; i < 10; ++i) a[i] = _mm512_setzero_ps();
-  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3380);
-  for (long it = 0; it < kIters; ++it)
-    for (int i = 0; i < 10; ++i) a[i] = _mm512_dpbf16_ps(a[i], x, y);
-  __m512 s = a[0];
-  for (int i = 1; i < 10; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
+  long n = kIters;
+  const int32_t c = 0x3f803f80;  // bf16 pairs (1.0, 1.0)
+  PAGELLM_ROOFLINE_LOOP("vdpbf16ps");
+  return 0.0f;
 }
 
 // vpdpbusd: 64 u8 x s8 products summed in groups of 4 into 16 int32 lanes = 128 ops.
-__attribute__((target("avx512f,avx512vnni"))) int VnniLoop() {
-  __m512i a[10];
-  for (int i = 0; i < 10; ++i) a[i] = _mm512_setzero_si512();
-  const __m512i x = _mm512_set1_epi8(1), y = _mm512_set1_epi8(1);
-  for (long it = 0; it < kIters; ++it)
-    for (int i = 0; i < 10; ++i) a[i] = _mm512_dpbusd_epi32(a[i], x, y);
-  __m512i s = a[0];
-  for (int i = 1; i < 10; ++i) s = _mm512_add_epi32(s, a[i]);
-  return _mm512_reduce_add_epi32(s);
+__attribute__((target("avx512f,avx512vnni"))) float VnniLoop() {
+  long n = kIters;
+  const int32_t c = 0x01010101;
+  PAGELLM_ROOFLINE_LOOP("vpdpbusd");
+  return 0.0f;
 }
 
 template <typename Fn>
@@ -143,9 +181,11 @@ int main(int argc, char** argv) {
   const size_t bytes = size_t{1} << 30;  // 1 GiB: far beyond the 32 MiB L3
   const double bw_all = ReadBandwidth(threads, bytes, 5);
   const double bw_one = ReadBandwidth(1, bytes, 5);
-  const double fma = PeakOps(threads, 10 * 16 * 2, FmaLoop);
-  const double bf16 = __builtin_cpu_supports("avx512bf16") ? PeakOps(threads, 10 * 64, Bf16Loop) : 0;
-  const double vnni = __builtin_cpu_supports("avx512vnni") ? PeakOps(threads, 10 * 128, VnniLoop) : 0;
+  const double fma = PeakOps(threads, kChains * 16 * 2, FmaLoop);
+  const double bf16 =
+      __builtin_cpu_supports("avx512bf16") ? PeakOps(threads, kChains * 64, Bf16Loop) : 0;
+  const double vnni =
+      __builtin_cpu_supports("avx512vnni") ? PeakOps(threads, kChains * 128, VnniLoop) : 0;
   if (json) {
     std::printf(
         "{\"threads\": %d, \"read_bandwidth_gbs\": %.1f, \"read_bandwidth_1thread_gbs\": %.1f, "

@@ -24,9 +24,10 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
 // as large as the kernels' cache blocking allows: the quantized kernels and the AVX2/scalar
 // float kernels sweep a whole block per row group (keep it in L2, 1 MiB on Zen 4/5); the
 // AVX-512 float kernel only keeps a chunk of each token tile in L1 and reads the block once per
-// 128-row block (L3 is fine).
+// row block (L3 is fine), while every token block widens (F16/BF16) and packs each weight once
+// more: 8 MiB = 1,024 tokens of K = 2,048, 256 of K = 8,192.
 constexpr int64_t kTokenBlockBytes = 512 << 10;
-constexpr int64_t kAvx512FloatTokenBlockBytes = 2 << 20;
+constexpr int64_t kAvx512FloatTokenBlockBytes = 8 << 20;
 // Task row ranges are multiples of this many row tiles.
 constexpr int64_t kRowTilesPerSplit = 4;
 // Row-range tasks per pool thread.

@@ -8,11 +8,16 @@
 // flight, never this sequence, so results are independent of batch, tiling and threads.
 //
 // The state between chunks is one float per output (kept in y), so prefill is blocked
-// GotoBLAS-style: a block of rows is widened to fp32 and packed into a per-thread panel (L2);
-// then for each k chunk, a tile of kT tokens' chunk of x is packed (L1) and the panel's row
-// pairs stream past it (PanelTile: 2 rows x 12 tokens of accumulators, no conversions).
-// Decode (few tokens) walks each tile of kRd rows through all chunks, streaming weights
-// linearly from memory.
+// GotoBLAS-style: a block of rows is widened to fp32 once per token block and packed into a
+// per-thread panel (L2); then for each k chunk, a tile of kT tokens' chunk of x is packed (L1)
+// and the panel streams past it. The default prefill (LanePrefill) puts 16 rows in the lanes
+// of a register (panel transposed at packing time) and runs the 16 lane chains of the decode
+// order one residue class at a time, so HSum's tree becomes vertical register adds and y is
+// updated 16 rows at a time; its micro-tile is 32 rows x 12 tokens (24 accumulators, 2 weight
+// loads and 12 broadcasts per 24 FMAs). The older row-pair panel kernel (PanelTile: lanes
+// along k, one HSum per output and chunk) remains for BF16 dot products and for A/B runs
+// (PAGELLM_LANE_PREFILL=0). Decode (few tokens) walks each tile of kRd rows through all
+// chunks, streaming weights linearly from memory.
 //
 // BF16 weights on CPUs with AVX512-BF16 take the dot-product instruction instead (twice the
 // work per instruction, as llama.cpp does): activations are rounded to bf16 (RNE) and
@@ -128,6 +133,16 @@ inline void Tile(const uint8_t* w, int64_t ws, const float* x, int64_t xs, int64
       y[t * ys + r] = k0 == 0 ? s : y[t * ys + r] + s;
     }
   }
+}
+
+// The rows-in-lanes prefill (LanePrefill) for fp32-FMA weights; PAGELLM_LANE_PREFILL=0 keeps
+// the older row-pair panel kernel (A/B runs; both give the decode order's results bit for bit).
+inline bool UseLanePrefill() {
+  static const bool on = [] {
+    const char* e = std::getenv("PAGELLM_LANE_PREFILL");
+    return e == nullptr || e[0] != '0';
+  }();
+  return on;
 }
 
 // True if BF16 weights take the vdpbf16ps path on this CPU.
@@ -377,8 +392,307 @@ void PrefillTokensBf16(const MatMulArgs& a, const uint16_t* panel, int64_t p0, i
   }
 }
 
+// ---- Prefill for fp32-FMA weights (F32, F16, BF16 without AVX512-BF16), rows in lanes ----
+//
+// The decode order's lane j of an output's chunk sum is the fma chain over s = 0, 1, ... of
+// w[k0 + 16s + j] * x[k0 + 16s + j], and the chunk sum is HSum's tree over the 16 lanes. The
+// prefill computes exactly these numbers with rows in the lanes instead of k: for each
+// residue j it runs the chain for 16 rows at once (P_j, one register per 16 rows x token,
+// weights of 16 rows at one k from a transposed panel, x broadcast), and HSum's tree becomes
+// vertical adds of whole registers, s1 = ((P0 + P8) + (P4 + P12)) + ... in HSum's pairing. So
+// there is no horizontal reduction and no per-output scalar store: y is updated 16 rows at a
+// time. Residues are visited in the tree's leaf order (0, 8, 4, 12, 2, 10, ...) so that at
+// most 4 partial sums per register wait in a small stack, combined as soon as their partner
+// is done (a binary counter).
+
+constexpr int kRg = 2;  // 16-row register groups per micro-tile (32 rows)
+constexpr int kGroupRows = 16 * kRg;
+// Leaf order of HSum's tree: sums are paired as (j, j + 8), then (+4), (+2), (+1).
+constexpr int kResidueOrder[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+
+// Per-thread buffers of the rows-in-lanes prefill.
+struct LanePrefillScratch {
+  float* panel = nullptr;                      // see PackWeightsT
+  alignas(64) float x[kT * kChunk] = {};       // token tile's chunk: [t][kChunk], zero padded
+  alignas(64) float partial[4][kRg * kT][16];  // the tree's waiting partial sums
+  ~LanePrefillScratch() { std::free(panel); }
+};
+
+constexpr int64_t kLanePanelBytes = kPanelBytes + (64 << 10);
+// k range of a rows-in-lanes panel: narrower than kPanelCols so that a row block has more rows
+// (256 at 512 columns) to share each token tile's chunk of x, which comes from L3 (1,024
+// columns: 3% slower; 2,048: 10%).
+constexpr int64_t kLanePanelCols = 512;
+static_assert(kLanePanelCols % kChunk == 0);
+
+LanePrefillScratch& GetLanePrefillScratch() {
+  thread_local std::unique_ptr<LanePrefillScratch> s = [] {
+    auto p = std::make_unique<LanePrefillScratch>();
+    p->panel = static_cast<float*>(std::aligned_alloc(64, kLanePanelBytes));
+    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
+    return p;
+  }();
+  return *s;
+}
+
+// Rows per prefill row block (multiple of kGroupRows): the fp32 panel, kLanePanelCols wide,
+// about half of L2.
+inline int64_t LanePanelRows(int64_t K) {
+  const int64_t cols = std::min(K, kLanePanelCols);
+  const int64_t rows = kPanelBytes / (cols * static_cast<int64_t>(sizeof(float)));
+  return std::clamp<int64_t>(rows / kGroupRows * kGroupRows, kGroupRows, 256);
+}
+
+// Panel of rows [r0, r1) (padded with zero rows to whole groups of 32) x k [p0, p1), widened
+// to fp32: group g, chunk c (k from p0 + c * kChunk, steps_c steps of 16 k), residue j, step s
+// holds the 32 rows' weights at k = p0 + c * kChunk + 16 s + j at
+//   g * 32 * 16 * steps + c * 32 * kChunk + (j * steps_c + s) * 32,   steps = ceil((p1-p0)/16)
+// (k past p1 is zero, as the decode order's masked last step).
+// In-register transpose of a 16x16 fp32 block: on return v[j] lane i = old v[i] lane j.
+inline void Transpose16(__m512 (&v)[16]) {
+  __m512 t[16];
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+  }
+  // v[4q + c], 128-bit lane l: column 4l + c of rows 4q..4q+3.
+#pragma GCC unroll 4
+  for (int q = 0; q < 4; ++q) {
+    v[4 * q] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+    v[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xee);
+    v[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+    v[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xee);
+  }
+  // t[c] / t[c + 4] (c < 4): lanes = columns c, c + 8 / c + 4, c + 12 of rows 0..3, 4..7;
+  // t[8 + ...] the same for rows 8..15.
+#pragma GCC unroll 4
+  for (int c = 0; c < 4; ++c) {
+    t[c] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
+    t[c + 4] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
+    t[c + 8] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
+    t[c + 12] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < 8; ++c) {
+    v[c] = _mm512_shuffle_f32x4(t[c], t[c + 8], 0x88);
+    v[c + 8] = _mm512_shuffle_f32x4(t[c], t[c + 8], 0xdd);
+  }
+}
+
+template <DType kType>
+void PackWeightsT(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1,
+                  float* out) {
+  const int64_t K = p1 - p0;
+  const int64_t steps = (K + 15) / 16;
+  const int64_t rows = (r1 - r0 + kGroupRows - 1) / kGroupRows * kGroupRows;
+  // 16 rows at a time: each 16 x 16 block is loaded row-wise, transposed in registers and
+  // stored as 16 aligned 64-byte halves of the residues' 32-row slots.
+  for (int64_t rr = 0; rr < rows; rr += 16) {
+    const uint8_t* row[16];
+    for (int i = 0; i < 16; ++i) {
+      const int64_t r = r0 + rr + i;
+      row[i] = r < r1 ? w.row(r) + p0 * ElemBytes<kType>() : nullptr;
+    }
+    float* g = out + (rr / kGroupRows) * kGroupRows * 16 * steps + rr % kGroupRows;
+    for (int64_t c = 0; kChunk * c < K; ++c) {
+      const int64_t kc = kChunk * c;
+      const int64_t steps_c = (std::min(kChunk, K - kc) + 15) / 16;
+      float* dst = g + c * kGroupRows * kChunk;
+      for (int64_t s = 0; s < steps_c; ++s) {
+        const int64_t k = kc + 16 * s;
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; ++i) {
+          if (row[i] == nullptr) {
+            v[i] = _mm512_setzero_ps();
+          } else if (k + 16 <= K) {
+            v[i] = LoadW<kType>(row[i], k);
+          } else {
+            v[i] = LoadWMasked<kType>(row[i], k, TailMask16(K - k));
+          }
+        }
+        Transpose16(v);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(dst + (j * steps_c + s) * kGroupRows, v[j]);
+      }
+    }
+  }
+}
+static_assert(kChunk == 512, "PackWeightsT's chunk loop");
+
+// One chunk of 32 rows (panel wp, the chunk's residue 0) x T tokens (xp: [t][kChunk]) with
+// steps 16-k steps: adds the chunk sums into y (y = S_0 when first).
+template <int T>
+inline void LaneTile(const float* wp, const float* xp, int64_t steps, bool first, int valid,
+                     float* y, int64_t ys, float (*partial)[kRg * kT][16]) {
+  int depth = 0;  // partial sums waiting in the tree
+  for (int n = 0; n < 16; ++n) {
+    const int j = kResidueOrder[n];
+    const float* w = wp + j * steps * kGroupRows;
+    const float* x = xp + j;
+    __m512 acc[kRg][T];
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    for (int64_t s = 0; s < steps; ++s) {
+      const __m512 w0 = _mm512_load_ps(w + s * kGroupRows);
+      const __m512 w1 = _mm512_load_ps(w + s * kGroupRows + 16);
+#pragma GCC unroll 12
+      for (int t = 0; t < T; ++t) {
+        const __m512 xv = _mm512_set1_ps(x[t * kChunk + 16 * s]);
+        acc[0][t] = _mm512_fmadd_ps(w0, xv, acc[0][t]);
+        acc[1][t] = _mm512_fmadd_ps(w1, xv, acc[1][t]);
+      }
+    }
+    // Combine with waiting partials: leaf n closes one tree level per trailing 1 bit of n.
+    int levels = 0;
+    for (int m = n; m & 1; m >>= 1) ++levels;
+    for (int lv = 0; lv < levels; ++lv) {
+      --depth;
+#pragma GCC unroll 12
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 2
+        for (int g = 0; g < kRg; ++g) {
+          acc[g][t] = _mm512_add_ps(_mm512_load_ps(partial[depth][g * T + t]), acc[g][t]);
+        }
+      }
+    }
+    if (n < 15) {
+#pragma GCC unroll 12
+      for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 2
+        for (int g = 0; g < kRg; ++g) _mm512_store_ps(partial[depth][g * T + t], acc[g][t]);
+      }
+      ++depth;
+      continue;
+    }
+    const __mmask16 m0 = TailMask16(std::min(valid, 16));
+    const __mmask16 m1 = TailMask16(std::max(valid - 16, 0));
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      float* yt = y + t * ys;
+      if (first) {
+        _mm512_mask_storeu_ps(yt, m0, acc[0][t]);
+        _mm512_mask_storeu_ps(yt + 16, m1, acc[1][t]);
+      } else {
+        _mm512_mask_storeu_ps(yt, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, yt), acc[0][t]));
+        _mm512_mask_storeu_ps(yt + 16, m1,
+                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, yt + 16), acc[1][t]));
+      }
+    }
+  }
+}
+
+// One k chunk [k0, k1) of the row block [r0, r1), whose k range [p0, p1) is packed in panel:
+// T tokens from t.
+template <int T>
+void LanePrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int64_t p1,
+                       LanePrefillScratch& scratch, int64_t r0, int64_t r1, int64_t t,
+                       int64_t t_end, int64_t k0, int64_t k1) {
+  const WeightMatrix& w = *a.w;
+  const int64_t steps = (k1 - k0 + 15) / 16;
+  const int64_t panel_steps = (p1 - p0 + 15) / 16;
+  for (int i = 0; i < T; ++i) {
+    const float* src = a.x + (t + i) * w.cols + k0;
+    float* dst = scratch.x + i * kChunk;
+    for (int64_t s = 0; s < steps; ++s) {
+      const __mmask16 m = TailMask16(std::min<int64_t>(16, k1 - k0 - 16 * s));
+      _mm512_store_ps(dst + 16 * s, _mm512_maskz_loadu_ps(m, src + 16 * s));
+    }
+  }
+  // The next token tile's chunk of x (its rows are K floats apart, in L3 or memory) is fetched
+  // into L2 while this tile runs, a share of its lines before each row group (a burst of all
+  // of them overflows the miss queues and loses prefetches).
+  const int next_rows = static_cast<int>(std::clamp<int64_t>(t_end - (t + T), 0, T));
+  const int64_t lines = next_rows * steps;
+  const int64_t groups = (r1 - r0 + kGroupRows - 1) / kGroupRows;
+  const int64_t per_group = (lines + groups - 1) / groups;
+  int64_t line = 0;
+  float* y = a.y + t * w.rows;
+  const int64_t c = (k0 - p0) / kChunk;
+  for (int64_t r = r0; r < r1; r += kGroupRows) {
+    for (const int64_t end = std::min(lines, line + per_group); line < end; ++line) {
+      const float* next = a.x + (t + T + line / steps) * w.cols + k0 + 16 * (line % steps);
+      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
+    }
+    const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, r1 - r));
+    const float* wp =
+        panel + ((r - r0) / kGroupRows) * kGroupRows * 16 * panel_steps + c * kGroupRows * kChunk;
+    LaneTile<T>(wp, scratch.x, steps, k0 == 0, valid, y + r, w.rows, scratch.partial);
+  }
+}
+
+template <DType kType>
+void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const int64_t K = a.w->cols;
+  LanePrefillScratch& scratch = GetLanePrefillScratch();
+  const int64_t block_rows = LanePanelRows(K);
+  for (int64_t rb = r0; rb < r1; rb += block_rows) {
+    const int64_t re = std::min(r1, rb + block_rows);
+    for (int64_t p0 = 0; p0 < K; p0 += kLanePanelCols) {
+      const int64_t p1 = std::min(K, p0 + kLanePanelCols);
+      CHECK_LE((re - rb + kGroupRows - 1) / kGroupRows * kGroupRows * ((p1 - p0 + 15) / 16) * 16 *
+                   static_cast<int64_t>(sizeof(float)),
+               kLanePanelBytes);
+      PackWeightsT<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+      for (int64_t k0 = p0; k0 < p1; k0 += kChunk) {
+        const int64_t k1 = std::min(p1, k0 + kChunk);
+        auto tokens = [&](auto tile, int64_t t) {
+          LanePrefillTokens<decltype(tile)::value>(a, scratch.panel, p0, p1, scratch, rb, re, t, t1,
+                                                   k0, k1);
+        };
+        int64_t t = t0;
+        for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
+        switch (t1 - t) {
+          case 0:
+            break;
+          case 1:
+            tokens(std::integral_constant<int, 1>(), t);
+            break;
+          case 2:
+            tokens(std::integral_constant<int, 2>(), t);
+            break;
+          case 3:
+            tokens(std::integral_constant<int, 3>(), t);
+            break;
+          case 4:
+            tokens(std::integral_constant<int, 4>(), t);
+            break;
+          case 5:
+            tokens(std::integral_constant<int, 5>(), t);
+            break;
+          case 6:
+            tokens(std::integral_constant<int, 6>(), t);
+            break;
+          case 7:
+            tokens(std::integral_constant<int, 7>(), t);
+            break;
+          case 8:
+            tokens(std::integral_constant<int, 8>(), t);
+            break;
+          case 9:
+            tokens(std::integral_constant<int, 9>(), t);
+            break;
+          case 10:
+            tokens(std::integral_constant<int, 10>(), t);
+            break;
+          case 11:
+            tokens(std::integral_constant<int, 11>(), t);
+            break;
+          default:
+            CHECK(false) << "token tail " << (t1 - t);
+        }
+      }
+    }
+  }
+}
+
 template <DType kType>
 void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  if (!(kType == DType::kBF16 && UseBf16Dot()) && UseLanePrefill()) {
+    LanePrefill<kType>(a, r0, r1, t0, t1);
+    return;
+  }
   const int64_t K = a.w->cols;
   PrefillScratch& scratch = GetPrefillScratch();
   const int64_t block_rows = PanelRows(K);

@@ -12,7 +12,9 @@
 //
 // Few tokens (decode): each block is packed in registers and used at once (Direct). More
 // tokens: the group's rows are packed once into a per-thread panel that tiles of kT tokens
-// sweep (Panel). Both give the reference results bit for bit.
+// sweep (Panel). Both give the reference results bit for bit. With weights packed at load
+// (packed_weights.h), decode and verification (<= 16 tokens) stream the packed groups
+// (DirectPacked; Q4_0: DirectPackedQ4, two independent vpdpbusd chains per block).
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -383,11 +385,128 @@ void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const Quant
   for (int64_t blk = 0; blk < l.nb; ++blk) {
     constexpr int64_t kCodeBytes = kType == DType::kQ8_0 ? 512 : 256;
     PrefetchRange<kCodeBytes>(ahead + blk * kCodeBytes);
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + pl.scale_offset + 32 * blk), _MM_HINT_T0);
     PackedBlock pb;
     LoadPackedBlock<kType>(group, pl, blk, &pb);
     AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
   }
   StoreRows<T>(acc, valid, y, ys);
+}
+
+// Decode over a packed Q4_0 group, T tokens. Per block the 4 code registers q[k] are split
+// into lo_k = q & 0x0f (elements 4k..4k+3) and hi_k = q & 0xf0 (= 16 x elements 16+4k..19+4k,
+// no shift needed), so there is no dependency through a shift and the 8 vpdpbusd of a token
+// form two independent chains of 4:
+//   s = bias_b + sum_k dpbusd(lo_k, x[4k..4k+3]),  h = sum_k dpbusd(hi_k, x[16+4k..19+4k])
+//   isum_b = s + (h >> 4)     (h is a multiple of 16, |h| < 2^23: the shift is exact)
+// which is the same exact int32 block sum as AccumulateBlock's, so the fp32 step (and the
+// result) is bitwise unchanged. For T <= 2 the two chains run side by side (latency-bound
+// otherwise: one chain of 8 dependent vpdpbusd per block); for more tokens the tokens
+// themselves are independent chains and h is folded into s before the lo chain, saving a
+// register per token.
+template <int T>
+inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* act, int64_t as,
+                              const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+  const __m512i lo_mask = _mm512_set1_epi8(0x0f);
+  const __m512i hi_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i q = _mm512_load_si512(codes + 64 * k);
+    lo[k] = _mm512_and_si512(q, lo_mask);
+    hi[k] = _mm512_and_si512(q, hi_mask);
+  }
+  __m512i s[T];
+  if constexpr (T <= 2) {
+    __m512i h[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_set1_epi32(LoadI32(act + t * as + l.bias_offset + 4 * blk));
+      h[t] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* x = act + t * as + 32 * blk;
+        s[t] = _mm512_dpbusd_epi32(s[t], lo[k], _mm512_set1_epi32(LoadI32(x + 4 * k)));
+        h[t] = _mm512_dpbusd_epi32(h[t], hi[k], _mm512_set1_epi32(LoadI32(x + 16 + 4 * k)));
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], _mm512_srai_epi32(h[t], 4));
+  } else {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* x = act + t * as + 32 * blk;
+        s[t] = _mm512_dpbusd_epi32(s[t], hi[k], _mm512_set1_epi32(LoadI32(x + 16 + 4 * k)));
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      s[t] = _mm512_add_epi32(_mm512_srai_epi32(s[t], 4),
+                              _mm512_set1_epi32(LoadI32(act + t * as + l.bias_offset + 4 * blk)));
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* x = act + t * as + 32 * blk;
+        s[t] = _mm512_dpbusd_epi32(s[t], lo[k], _mm512_set1_epi32(LoadI32(x + 4 * k)));
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 scale =
+        _mm512_mul_ps(dw, _mm512_set1_ps(LoadF32(act + t * as + l.dx_offset + 4 * blk)));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), scale, acc[t]);
+  }
+}
+
+template <int T>
+void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
+                    const uint8_t* act, int valid, float* y, int64_t ys) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  const uint8_t* ahead = group + kPrefetchBytes;
+  const uint8_t* scales = group + pl.scale_offset;
+  for (int64_t blk = 0; blk < l.nb; ++blk) {
+    PrefetchRange<256>(ahead + blk * 256);
+    // ... and the matching 32 bytes of the scale region, so that the prefetch runs exactly one
+    // group ahead (codes + scales) instead of falling 2 KB behind per group.
+    _mm_prefetch(reinterpret_cast<const char*>(ahead + pl.scale_offset + 32 * blk), _MM_HINT_T0);
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + 32 * blk)));
+    AccumulateQ4Block<T>(group + blk * 256, dw, act, l.bytes, l, blk, acc);
+  }
+  StoreRows<T>(acc, valid, y, ys);
+}
+
+// T tokens over one packed group: the Q4_0 kernel above, or the generic one.
+template <DType kType, int T>
+inline void DirectPackedAny(const uint8_t* group, const QuantPackedLayout& pl,
+                            const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
+                            int64_t ys) {
+  if constexpr (kType == DType::kQ4_0) {
+    // PAGELLM_Q4_SPLIT_CHAINS=0: the generic kernel (A/B runs; identical results).
+    static const bool split = [] {
+      const char* e = std::getenv("PAGELLM_Q4_SPLIT_CHAINS");
+      return e == nullptr || e[0] != '0';
+    }();
+    if (split) {
+      DirectPackedQ4<T>(group, pl, l, act, valid, y, ys);
+    } else {
+      DirectPacked<kType, T>(group, pl, l, act, valid, y, ys);
+    }
+  } else {
+    DirectPacked<kType, T>(group, pl, l, act, valid, y, ys);
+  }
 }
 
 template <DType kType>
@@ -410,14 +529,30 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
         switch (std::min<int64_t>(8, nt - t)) {
-          case 1: DirectPacked<kType, 1>(group, pl, l, act, valid, yt, w.rows); break;
-          case 2: DirectPacked<kType, 2>(group, pl, l, act, valid, yt, w.rows); break;
-          case 3: DirectPacked<kType, 3>(group, pl, l, act, valid, yt, w.rows); break;
-          case 4: DirectPacked<kType, 4>(group, pl, l, act, valid, yt, w.rows); break;
-          case 5: DirectPacked<kType, 5>(group, pl, l, act, valid, yt, w.rows); break;
-          case 6: DirectPacked<kType, 6>(group, pl, l, act, valid, yt, w.rows); break;
-          case 7: DirectPacked<kType, 7>(group, pl, l, act, valid, yt, w.rows); break;
-          default: DirectPacked<kType, 8>(group, pl, l, act, valid, yt, w.rows); break;
+          case 1:
+            DirectPackedAny<kType, 1>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 2:
+            DirectPackedAny<kType, 2>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 3:
+            DirectPackedAny<kType, 3>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 4:
+            DirectPackedAny<kType, 4>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 5:
+            DirectPackedAny<kType, 5>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 6:
+            DirectPackedAny<kType, 6>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          case 7:
+            DirectPackedAny<kType, 7>(group, pl, l, act, valid, yt, w.rows);
+            break;
+          default:
+            DirectPackedAny<kType, 8>(group, pl, l, act, valid, yt, w.rows);
+            break;
         }
       }
       continue;

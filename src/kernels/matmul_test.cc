@@ -254,8 +254,10 @@ TEST(MatMulTest, BatchAndThreadInvariant) {
   const int64_t rows = 67, n = 37;
   for (int threads : {2, 3}) {
     ThreadPool pool(threads);
-    for (int64_t cols : {96, 2048}) {
+    // 1000: a k tail (cols % 16 != 0) in the float kernels' last chunk.
+    for (int64_t cols : {96, 1000, 2048}) {
       for (DType t : kAllTypes) {
+        if (IsQuant(t) && cols % 32 != 0) continue;
         std::mt19937 rng(static_cast<unsigned>(cols * 10 + static_cast<int>(t)));
         OwnedWeights ow = RandomWeights(rng, t, rows, cols);
         const std::vector<float> x = RandomVector(rng, n * cols);
