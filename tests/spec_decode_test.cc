@@ -132,6 +132,7 @@ SpeculativeConfig DraftSpec(const std::string& draft, int k) {
   s.method = "draft_model";
   s.model = draft;
   s.num_speculative_tokens = k;
+  s.draft_policy = "fixed";  // every request drafts k: the most verification work
   return s;
 }
 
@@ -141,6 +142,7 @@ SpeculativeConfig NgramSpec(int k) {
   s.num_speculative_tokens = k;
   s.prompt_lookup_min = 1;
   s.prompt_lookup_max = 3;
+  s.draft_policy = "fixed";
   return s;
 }
 
@@ -177,6 +179,23 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
                 r.spec.MeanAcceptanceLength());
   }
   EXPECT_GT(accepted, 0) << name << ": no draft was ever accepted";
+  // The adaptive policy (the default) drafts fewer tokens per request and step, never other
+  // output.
+  for (int k : {4, 8}) {
+    EngineConfig c = base;
+    c.speculative = spec_template;
+    c.speculative.num_speculative_tokens = k;
+    c.speculative.draft_policy = "adaptive";
+    const RunResult r = RunEngine(c, w);
+    ExpectSame(ref, r, name + " adaptive k=" + std::to_string(k));
+    EXPECT_LE(r.spec.num_draft_tokens, r.spec.num_drafts * k);
+    if (self_draft) {
+      EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
+    }
+    std::printf("[ info ] %s adaptive k=%d: %lld drafts, %lld draft tokens, acceptance %.3f\n",
+                name.c_str(), k, static_cast<long long>(r.spec.num_drafts),
+                static_cast<long long>(r.spec.num_draft_tokens), r.spec.AcceptanceRate());
+  }
 
   for (int k : {3, 8}) {
     EngineConfig c = base;
@@ -253,6 +272,9 @@ TEST(SpecDecodeTest, SeededRandomSamplingReproducible) {
        {DraftSpec(kDraft, 4), NgramSpec(4), DraftSpec(kTarget, 3)}) {
     EngineConfig c = BaseConfig(kTarget);
     c.speculative = spec;
+    // The default policy: seeded sampled requests draft k whatever the batch (their draws
+    // must not depend on it), so the 3-at-a-time run below still matches.
+    c.speculative.draft_policy = "adaptive";
     auto probe = LLM::Create(c);
     ASSERT_TRUE(probe.ok()) << probe.status().ToString();
     Workload w = MakeWorkload(**probe, 16, 23, 0.8);

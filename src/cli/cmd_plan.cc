@@ -38,6 +38,7 @@ struct PlanFlags {
   int64_t max_num_seqs = SchedulerConfig{}.max_num_seqs;
   std::string dtype = "auto";
   std::string activation_memory;
+  std::string speculative_model;  // CPU plans: a draft model sharing the budget
   bool json = false;
 };
 
@@ -107,7 +108,8 @@ struct Resolved {
 
 StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDtype kv_dtype,
                              std::optional<int64_t> kv_cache_memory,
-                             std::optional<int64_t> activation) {
+                             std::optional<int64_t> activation,
+                             const std::optional<DraftFootprint>& draft) {
   if (f.tensor_parallel_size != 1) {
     return InvalidArgumentError("--tensor-parallel-size must be 1 on the CPU backend");
   }
@@ -132,7 +134,14 @@ StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
     r.weights_source = "estimated from config shapes (no weight files)";
   }
   r.activation_source = activation ? "--activation-memory" : "CPU backend scratch formula";
-  ASSIGN_OR_RETURN(r.plan, ComputeCpuKvPlan(m.config, weights, m.num_parameters, o));
+  if (draft) {
+    ASSIGN_OR_RETURN(r.plan,
+                     ComputeCpuKvPlanWithDraft(m.config, weights, m.num_parameters, o, *draft));
+    r.weights_source += " + speculative draft";
+    r.activation_source += " + speculative draft";
+  } else {
+    ASSIGN_OR_RETURN(r.plan, ComputeCpuKvPlan(m.config, weights, m.num_parameters, o));
+  }
   return r;
 }
 
@@ -235,8 +244,19 @@ int RunPlan(const PlanFlags& flags_in, const std::vector<std::string>& extras) {
     if (!d.ok()) return Fail(d.status().message());
     on_cpu = d->is_host;
   }
-  StatusOr<Resolved> r = on_cpu ? PlanOnCpu(f, *model, *kv_dtype, kv_cache_memory, activation)
-                                : PlanOnGpu(f, *model, *kv_dtype, kv_cache_memory, activation);
+  // Speculative decoding with a draft model: its weights, activations and KV cache (same block
+  // count as the target's) come from the same budget, as the engine sizes it (SizeKvCache).
+  std::optional<DraftFootprint> draft;
+  if (!f.speculative_model.empty()) {
+    if (!on_cpu) return Fail("--speculative-model is planned for the CPU engine only");
+    StatusOr<std::unique_ptr<LoadedModel>> d = LoadModel(f.speculative_model);
+    if (!d.ok()) return Fail("--speculative-model: " + d.status().message());
+    draft = CpuDraftFootprint((*d)->config, (*d)->weights.total_bytes, f.max_num_batched_tokens,
+                              f.max_num_seqs);
+  }
+  StatusOr<Resolved> r = on_cpu
+                             ? PlanOnCpu(f, *model, *kv_dtype, kv_cache_memory, activation, draft)
+                             : PlanOnGpu(f, *model, *kv_dtype, kv_cache_memory, activation);
   if (!r.ok()) return Fail(r.status().message());
   const MemoryPlan& plan = r->plan;
   const Status fits = CheckPlanFits(plan);
@@ -251,6 +271,15 @@ int RunPlan(const PlanFlags& flags_in, const std::vector<std::string>& extras) {
         {"max_num_seqs", f.max_num_seqs},
     };
     j.update(PlanToJson(plan));
+    if (draft) {
+      j["speculative_draft"] = {
+          {"model", f.speculative_model},
+          {"weights_bytes", draft->weights_bytes},
+          {"activation_bytes", draft->activation_bytes},
+          {"kv_bytes_per_token", draft->kv_bytes_per_token},
+          {"kv_cache_bytes_allocated",
+           plan.num_blocks_allocated * plan.input.block_size * draft->kv_bytes_per_token}};
+    }
     if (!fits.ok()) j["error"] = fits.message();
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -258,6 +287,19 @@ int RunPlan(const PlanFlags& flags_in, const std::vector<std::string>& extras) {
     fmt::print("weights source: {}\n", r->weights_source);
     fmt::print("activation source: {} (max_num_batched_tokens {}, max_num_seqs {})\n\n",
                r->activation_source, f.max_num_batched_tokens, f.max_num_seqs);
+    if (draft) {
+      fmt::print(
+          "speculative draft: {} (weights {:.1f} MiB, activations {:.1f} MiB, KV {} bytes/token: "
+          "{:.1f} MiB for the same {} blocks). The weights and activation rows below include "
+          "the draft; the KV rows and the total are the target's cache (the KV budget was "
+          "split between the two caches)\n\n",
+          f.speculative_model, draft->weights_bytes / 1048576.0,
+          draft->activation_bytes / 1048576.0, draft->kv_bytes_per_token,
+          static_cast<double>(plan.num_blocks_allocated * plan.input.block_size *
+                              draft->kv_bytes_per_token) /
+              1048576.0,
+          plan.num_blocks_allocated);
+    }
     fmt::print("{}", PlanTable(plan));
   }
   // The report goes first: the refusal below explains it.
@@ -312,6 +354,9 @@ CommandFn RegisterPlan(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--activation-memory", f->activation_memory,
                  "Measured activation peak per device, replacing the estimate");
+  app.add_option("--speculative-model", f->speculative_model,
+                 "CPU plans: a speculative draft model; its weights, activations and KV cache "
+                 "(same block count as the target's) share the budget");
   app.add_flag("--json", f->json, "Print one JSON object");
   app.allow_extras();  // for -tp N
   CLI::App* self = &app;

@@ -24,6 +24,11 @@ struct SpeculativeConfig {
   // n-gram matching: the longest and shortest suffix n-gram looked up in the sequence.
   int32_t prompt_lookup_min = 0;
   int32_t prompt_lookup_max = 0;
+  // pagellm extensions (see src/spec/adaptive_draft_policy.h): "adaptive" (default) drafts per
+  // request by measured acceptance and step cost, "fixed" always drafts k (vLLM).
+  std::string draft_policy = "adaptive";
+  // Step tokens below which a step counts as weight-bound (the adaptive policy's cost knee).
+  double draft_free_tokens = 9;
 
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
 };

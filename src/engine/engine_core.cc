@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/generation_utils.h"
 #include "engine/kv_cache_sizing.h"
@@ -27,15 +28,17 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   c.scheduler.max_model_len = c.max_model_len;
   RETURN_IF_ERROR(ResolveSpeculativeConfig(c.speculative));
   if (c.speculative.method == "draft_model") {
-    ASSIGN_OR_RETURN(e->draft_, DraftModelProposer::Load(c.speculative, *e->model_,
-                                                         *e->tokenizer_, c.max_model_len));
+    ASSIGN_OR_RETURN(e->draft_, DraftModelProposer::Load(c.speculative, *e->model_, *e->tokenizer_,
+                                                         c.max_model_len));
     // The draft writes KV for drafts 1..k-1 past the newest token: k lookahead slots.
     c.scheduler.num_lookahead_tokens =
         std::max(c.scheduler.num_lookahead_tokens, c.speculative.num_speculative_tokens);
   } else if (c.speculative.method == "ngram") {
-    e->ngram_ = std::make_unique<NgramProposer>(c.speculative.prompt_lookup_min,
-                                                c.speculative.prompt_lookup_max,
-                                                c.speculative.num_speculative_tokens);
+    // Periodic extension: drafts that reach the end of the sequence keep repeating the matched
+    // period (src/spec/ngram_proposer.h); drafting only, the output does not depend on it.
+    e->ngram_ = std::make_unique<NgramProposer>(
+        c.speculative.prompt_lookup_min, c.speculative.prompt_lookup_max,
+        c.speculative.num_speculative_tokens, /*extend_periodic=*/true);
   }
   RETURN_IF_ERROR(c.scheduler.Validate());
 
@@ -64,8 +67,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
                                    c.calculate_kv_scales, &e->kv_, e->pool_.get()));
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
-                            c.max_model_len, r.num_swap_blocks,
-                            KvCacheKeySpace(e->kv_.shape()));
+                            c.max_model_len, r.num_swap_blocks, KvCacheKeySpace(e->kv_.shape()));
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
@@ -77,8 +79,16 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
   }
   if (c.speculative.enabled()) {
     e->verify_scratch_.resize(e->pool_->num_threads());
-    spdlog::info("speculative decoding: method {}, {} tokens per step{}", c.speculative.method,
+    DraftPolicyConfig pc;
+    pc.adaptive = c.speculative.draft_policy != "fixed";
+    pc.free_tokens = c.speculative.draft_free_tokens;
+    e->draft_policy_ = AdaptiveDraftPolicy(pc);
+    spdlog::info("speculative decoding: method {}, {} tokens per step ({}){}", c.speculative.method,
                  c.speculative.num_speculative_tokens,
+                 pc.adaptive ? fmt::format("adaptive: per-request acceptance, no drafts in "
+                                           "steps of >= {} tokens",
+                                           pc.free_tokens)
+                             : std::string("fixed"),
                  e->draft_ ? fmt::format(", draft max_model_len {}", e->draft_->max_model_len())
                            : fmt::format(", n-gram sizes {}..{}", c.speculative.prompt_lookup_min,
                                          c.speculative.prompt_lookup_max));
@@ -157,9 +167,9 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
   sampled.stop = st.stop.finished();
 }
 
-void EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
-                               std::vector<float>& scratch, EngineOutput& out,
-                               SampledTokens& sampled, SpecDecodeStats& stats) {
+int32_t EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_row,
+                                  Sampler& sampler, std::vector<float>& scratch, EngineOutput& out,
+                                  SampledTokens& sampled, SpecDecodeStats& stats) {
   RequestState& st = *states_.at(sched.request_id);
   const Request* req = scheduler_->GetRequest(sched.request_id);
   const int32_t vocab = model_->config.vocab_size;
@@ -209,6 +219,7 @@ void EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_row,
     if (st.stop.finished()) break;
   }
   sampled.stop = st.stop.finished();
+  return rr.num_accepted;
 }
 
 int32_t EngineCore::MaxDrafts(const Request& req) const {
@@ -229,6 +240,20 @@ Status EngineCore::ProposeDrafts(const SchedulerOutput& sched, const SampledToke
   std::vector<DraftModelProposer::Input> inputs;
   std::vector<std::vector<int32_t>> finished_tokens;  // tokens of requests gone this step
   finished_tokens.reserve(sched.scheduled.size());
+  // Requests that may draft next step: their cap (k and the length limits; for n-gram the
+  // proposal itself, proposed first since it is cheap) and, for the draft model, the index of
+  // their input. The policy then decides how many of those drafts are worth verifying.
+  struct Candidate {
+    const std::string* request_id;
+    int32_t cap;
+    std::vector<int32_t> ngram;  // n-gram proposal (empty for the draft model)
+    int64_t input = -1;          // index into `inputs` (draft model)
+    // A sampled request with its own seed always drafts its cap: how many drafts are verified
+    // decides how many random numbers it draws, and its output must not depend on the batch
+    // it ran in (the adaptive allocation does). Greedy requests draw none.
+    bool fixed = false;
+  };
+  std::vector<Candidate> cands;
   for (const ScheduledRequest& r : sched.scheduled) {
     const Request* req = scheduler_->GetRequest(r.request_id);
     if (req == nullptr || req->status != RequestStatus::kRunning) {
@@ -254,10 +279,14 @@ Status EngineCore::ProposeDrafts(const SchedulerOutput& sched, const SampledToke
     RequestState& st = *states_.at(r.request_id);
     st.draft_probs.clear();
     const int32_t max_drafts = r.samples ? MaxDrafts(*req) : 0;
+    const bool seeded_random = !Sampler::IsGreedy(st.params) && st.params.seed.has_value();
     if (ngram_) {
       if (max_drafts > 0) {
         std::vector<int32_t> drafts = ngram_->Propose(req->all_token_ids(), max_drafts);
-        if (!drafts.empty()) scheduler_->SetSpecTokens(r.request_id, std::move(drafts));
+        if (!drafts.empty()) {
+          const int32_t cap = static_cast<int32_t>(drafts.size());
+          cands.push_back({&r.request_id, cap, std::move(drafts), -1, seeded_random});
+        }
       }
       continue;
     }
@@ -270,7 +299,37 @@ Status EngineCore::ProposeDrafts(const SchedulerOutput& sched, const SampledToke
     in.params = &st.params;
     in.num_prompt_tokens = st.num_prompt_tokens;
     in.rng = &st.rng;
+    if (max_drafts > 0)
+      cands.push_back(
+          {&r.request_id, max_drafts, {}, static_cast<int64_t>(inputs.size()), seeded_random});
     inputs.push_back(in);
+  }
+  if (!cands.empty()) {
+    // The next step's tokens without drafts: one per running request, and a prefill chunk
+    // (compute-bound: no cheap room for drafts) when a waiting request can be admitted.
+    int32_t base_tokens = scheduler_->num_running();
+    if (scheduler_->num_waiting() > 0 && base_tokens < config_.scheduler.max_num_seqs)
+      base_tokens += static_cast<int32_t>(std::ceil(draft_policy_.config().free_tokens));
+    std::vector<double> alphas(cands.size());
+    std::vector<int32_t> caps(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      alphas[i] = draft_policy_.Acceptance(*cands[i].request_id);
+      // Fixed requests take their drafts first; the rest share what is left.
+      caps[i] = cands[i].fixed ? 0 : cands[i].cap;
+      if (cands[i].fixed) base_tokens += cands[i].cap;
+    }
+    std::vector<int32_t> alloc = draft_policy_.Allocate(alphas, caps, base_tokens);
+    for (size_t i = 0; i < cands.size(); ++i)
+      if (cands[i].fixed) alloc[i] = cands[i].cap;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      Candidate& c = cands[i];
+      if (c.input >= 0) {
+        inputs[c.input].max_drafts = alloc[i];
+      } else if (alloc[i] > 0) {
+        c.ngram.resize(alloc[i]);
+        scheduler_->SetSpecTokens(*c.request_id, std::move(c.ngram));
+      }
+    }
   }
   if (!draft_ || inputs.empty()) return Status::Ok();
   std::vector<DraftModelProposer::Proposal> proposals;
@@ -317,6 +376,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
       o.first_scheduled_time = it->second->first_scheduled;
       outputs.push_back(std::move(o));
       states_.erase(it);
+      draft_policy_.Remove(id);
       if (draft_) draft_->RemoveRequest(id);
     }
     pending_aborts_.clear();
@@ -373,19 +433,26 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
   std::vector<EngineOutput> step_out(sampling.size());
   std::vector<SampledTokens> sampled(sampling.size());
   std::vector<SpecDecodeStats> spec_stats(sampling.size());
+  std::vector<int32_t> num_accepted(sampling.size(), 0);
   pool_->Run(static_cast<int64_t>(sampling.size()), [&](int64_t k, int thread) {
     const int32_t i = sampling[k];
     const ScheduledRequest& r = sched.scheduled[i];
     const int32_t last_row = forward_out_.row_offset[i] +
                              (batch_.seqs[i].all_logits ? batch_.seqs[i].num_tokens - 1 : 0);
     if (r.num_spec_tokens > 0) {
-      VerifyRequest(r, last_row - r.num_spec_tokens, samplers_[thread], verify_scratch_[thread],
-                    step_out[k], sampled[k], spec_stats[k]);
+      num_accepted[k] =
+          VerifyRequest(r, last_row - r.num_spec_tokens, samplers_[thread], verify_scratch_[thread],
+                        step_out[k], sampled[k], spec_stats[k]);
     } else {
       SampleRequest(r, forward_out_.row(last_row), samplers_[thread], step_out[k], sampled[k]);
     }
   });
   for (const SpecDecodeStats& s : spec_stats) spec_stats_.Merge(s);
+  for (size_t k = 0; k < sampling.size(); ++k) {
+    const ScheduledRequest& r = sched.scheduled[sampling[k]];
+    if (r.num_spec_tokens > 0)
+      draft_policy_.Observe(r.request_id, r.num_spec_tokens, num_accepted[k]);
+  }
   SampledTokensMap sampled_map;
   for (size_t k = 0; k < sampling.size(); ++k)
     sampled_map.emplace(step_out[k].request_id, std::move(sampled[k]));
@@ -415,6 +482,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
       const std::string& text = st.stop.text();
       o.new_text += text.substr(text.size() - st.stop.held_back());
       states_.erase(u.request_id);
+      draft_policy_.Remove(u.request_id);
     }
   }
   for (EngineOutput& o : step_out) outputs.push_back(std::move(o));

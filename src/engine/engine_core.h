@@ -23,6 +23,7 @@
 #include "sample/sampler_state.h"
 #include "sample/stop_checker.h"
 #include "sched/scheduler.h"
+#include "spec/adaptive_draft_policy.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 #include "spec/spec_decode_stats.h"
@@ -152,11 +153,13 @@ class EngineCore {
   // Speculative decoding: verifies a request's num_spec_tokens drafts against the target rows
   // [first_row, first_row + drafts] (rejection sampling), then appends the emitted tokens one
   // by one through the stop check, which may cut the run short.
-  void VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
-                     std::vector<float>& scratch, EngineOutput& out, SampledTokens& sampled,
-                     SpecDecodeStats& stats);
+  // Returns the number of drafts accepted.
+  int32_t VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
+                        std::vector<float>& scratch, EngineOutput& out, SampledTokens& sampled,
+                        SpecDecodeStats& stats);
   // After a step's update: the draft model catches up on the verified tokens (finished
-  // requests included, so cached blocks hold draft KV too), then drafts for the next step.
+  // requests included, so cached blocks hold draft KV too), then drafts for the next step, as
+  // many per request as draft_policy_ allocates.
   Status ProposeDrafts(const SchedulerOutput& sched, const SampledTokensMap& sampled);
   // Drafts a running request may get next step (0 = none): k, bounded by max_model_len, its
   // remaining output tokens and the draft model's length.
@@ -185,6 +188,7 @@ class EngineCore {
   std::unique_ptr<DraftModelProposer> draft_;
   std::unique_ptr<NgramProposer> ngram_;
   SpecDecodeStats spec_stats_;
+  AdaptiveDraftPolicy draft_policy_;  // drafts per request and step (adaptive or fixed k)
   std::vector<std::vector<float>> verify_scratch_;  // per pool thread: [k+1][vocab]
   // Reused across steps.
   ForwardBatch batch_;

@@ -25,25 +25,21 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
   o.kv_cache_dtype_skip_layers = config.kv_cache_dtype_skip_layers;
   o.activation_bytes = CpuBackend::ActivationBytes(mc, config.scheduler.max_num_batched_tokens,
                                                    config.scheduler.max_num_seqs);
-  int64_t weights_bytes = model.weights.total_bytes;
+  MemoryPlan plan;
   if (draft != nullptr) {
-    const ModelConfig& dc = draft->model().config;
-    weights_bytes += draft->weights_bytes();
-    o.activation_bytes += CpuBackend::ActivationBytes(
-        dc, config.scheduler.max_num_batched_tokens, config.scheduler.max_num_seqs);
-    if (!o.num_gpu_blocks_override) {
-      // The budget left after both models' weights and activations, shared by the two caches
-      // in proportion to their bytes per token.
-      ASSIGN_OR_RETURN(MemoryPlan whole, ComputeCpuKvPlan(mc, weights_bytes, 0, o));
-      const int64_t target_kv = whole.kv_bytes_per_token;
-      const double share = static_cast<double>(target_kv) /
-                           static_cast<double>(target_kv + draft->kv_bytes_per_token());
-      o.kv_cache_memory = static_cast<int64_t>(
-          std::floor(static_cast<double>(std::max<int64_t>(whole.kv_cache_budget_bytes, 0)) *
-                     share));
-    }
+    // The draft's weights, activations and KV (same block count) share the budget; the split
+    // is the planner's, so `pagellm plan --speculative-model` prints the same numbers.
+    DraftFootprint d;
+    d.weights_bytes = draft->weights_bytes();
+    d.activation_bytes =
+        CpuBackend::ActivationBytes(draft->model().config, config.scheduler.max_num_batched_tokens,
+                                    config.scheduler.max_num_seqs);
+    d.kv_bytes_per_token = draft->kv_bytes_per_token();
+    ASSIGN_OR_RETURN(plan, ComputeCpuKvPlanWithDraft(mc, model.weights.total_bytes, 0, o, d));
+    RETURN_IF_ERROR(CheckPlanFits(plan));
+  } else {
+    ASSIGN_OR_RETURN(plan, PlanCpuKvCache(mc, model.weights.total_bytes, o));
   }
-  ASSIGN_OR_RETURN(MemoryPlan plan, PlanCpuKvCache(mc, weights_bytes, o));
   for (const std::string& line : PlanSummaryLines(plan)) spdlog::info("{}", line);
   KvCacheReport r;
   r.weights_bytes = plan.weights_bytes;
@@ -55,9 +51,8 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
     KvElementFormat model_format = r.kv_format;
     model_format.bits_per_element = r.kv_format.skip_bits_per_element;
     model_format.scale_bytes_per_head_per_token = 0;
-    const double model_bytes =
-        static_cast<double>(KvBytesPerToken(model_format, mc.num_layers, mc.num_kv_heads,
-                                            mc.head_dim));
+    const double model_bytes = static_cast<double>(
+        KvBytesPerToken(model_format, mc.num_layers, mc.num_kv_heads, mc.head_dim));
     spdlog::info("KV cache dtype {}: {:.2f}x the blocks of a {} cache at this budget",
                  KvCacheDtypeName(r.kv_format.storage_dtype),
                  model_bytes / static_cast<double>(plan.kv_bytes_per_token),
@@ -75,8 +70,8 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
         "shared by both caches, {:.1f} MiB of draft KV",
         draft->model().path, r.draft_weights_bytes / 1048576.0, r.draft_kv_bytes_per_token,
         r.kv_bytes_per_token, r.num_blocks,
-        static_cast<double>(r.draft_kv_bytes_per_token) * config.block_size *
-            (r.num_blocks + 1) / 1048576.0);
+        static_cast<double>(r.draft_kv_bytes_per_token) * config.block_size * (r.num_blocks + 1) /
+            1048576.0);
   }
   if (config.scheduler.preemption_mode == PreemptionMode::kSwap) {
     const double bytes = config.swap_space_gib * 1024.0 * 1024.0 * 1024.0;

@@ -1,5 +1,8 @@
 #include "planner/cpu_plan.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "backend/cpu_backend.h"
@@ -62,6 +65,38 @@ StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions
                                                      model.weights.num_parameters, options));
   RETURN_IF_ERROR(CheckPlanFits(plan));
   return plan;
+}
+
+DraftFootprint CpuDraftFootprint(const ModelConfig& draft, int64_t weights_bytes,
+                                 int64_t max_num_batched_tokens, int64_t max_num_seqs) {
+  DraftFootprint f;
+  f.weights_bytes = weights_bytes;
+  f.activation_bytes = CpuActivationBytes(draft, max_num_batched_tokens, max_num_seqs);
+  KvCacheShape shape;
+  shape.num_layers = draft.num_layers;
+  shape.num_kv_heads = draft.num_kv_heads;
+  shape.head_dim = draft.head_dim;
+  f.kv_bytes_per_token = shape.bytes_per_token();
+  return f;
+}
+
+StatusOr<MemoryPlan> ComputeCpuKvPlanWithDraft(const ModelConfig& config, int64_t weights_bytes,
+                                               int64_t num_parameters, CpuKvOptions o,
+                                               const DraftFootprint& draft) {
+  if (o.activation_bytes < 0)
+    o.activation_bytes = CpuActivationBytes(config, o.max_num_batched_tokens, o.max_num_seqs);
+  o.activation_bytes += draft.activation_bytes;
+  const int64_t weights = weights_bytes + draft.weights_bytes;
+  if (!o.num_gpu_blocks_override && draft.kv_bytes_per_token > 0) {
+    // The budget left after both models' weights and activations, shared by the two caches in
+    // proportion to their bytes per token.
+    ASSIGN_OR_RETURN(MemoryPlan whole, ComputeCpuKvPlan(config, weights, num_parameters, o));
+    const double target_kv = static_cast<double>(whole.kv_bytes_per_token);
+    const double share = target_kv / (target_kv + static_cast<double>(draft.kv_bytes_per_token));
+    o.kv_cache_memory = static_cast<int64_t>(
+        std::floor(static_cast<double>(std::max<int64_t>(whole.kv_cache_budget_bytes, 0)) * share));
+  }
+  return ComputeCpuKvPlan(config, weights, num_parameters, o);
 }
 
 KvCacheShape CpuKvCacheShape(const MemoryPlan& plan) {

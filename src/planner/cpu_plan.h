@@ -49,8 +49,8 @@ int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_to
                            int64_t max_num_seqs);
 
 // Plans the CPU KV cache. `weights_bytes` is LoadedModel::weights.total_bytes (the bytes the
-// weights occupy as loaded). Errors: InvalidArgument for bad options, ResourceExhausted (vLLM-style message with the
-// largest max_model_len that fits) when one request of max_model_len does not fit.
+// weights occupy as loaded). Errors: InvalidArgument for bad options, ResourceExhausted (vLLM-style
+// message with the largest max_model_len that fits) when one request of max_model_len does not fit.
 StatusOr<MemoryPlan> PlanCpuKvCache(const ModelConfig& config, int64_t weights_bytes,
                                     const CpuKvOptions& options);
 
@@ -58,6 +58,31 @@ StatusOr<MemoryPlan> PlanCpuKvCache(const ModelConfig& config, int64_t weights_b
 // reports); option errors are still errors.
 StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights_bytes,
                                       int64_t num_parameters, const CpuKvOptions& options);
+
+// A speculative draft model served beside the target: it has its own paged KV cache with the
+// same block count as the target's (its block tables are the target's), so it takes weights,
+// activation scratch and KV bytes per token from the same budget.
+struct DraftFootprint {
+  int64_t weights_bytes = 0;       // as loaded
+  int64_t activation_bytes = 0;    // CPU backend scratch for one step
+  int64_t kv_bytes_per_token = 0;  // the draft's cache, all layers
+};
+
+// The draft's footprint from its config and loaded weight bytes: CpuActivationBytes for the
+// step shape, and the KV bytes per token of its cache (KvCacheShape's default element type,
+// what DraftModelProposer allocates).
+DraftFootprint CpuDraftFootprint(const ModelConfig& draft, int64_t weights_bytes,
+                                 int64_t max_num_batched_tokens, int64_t max_num_seqs);
+
+// ComputeCpuKvPlan with a draft: both models' weights and activations come off the budget and
+// the KV budget left (or --kv-cache-memory) is split between the two caches in proportion to
+// their bytes per token, so num_blocks x (target + draft bytes per block) fits it. The plan's
+// weights_bytes / activation_bytes include the draft; its KV fields are the target cache's
+// (the draft's is num_blocks_allocated x block_size x draft.kv_bytes_per_token).
+// --num-gpu-blocks-override fixes the block count of both caches.
+StatusOr<MemoryPlan> ComputeCpuKvPlanWithDraft(const ModelConfig& config, int64_t weights_bytes,
+                                               int64_t num_parameters, CpuKvOptions options,
+                                               const DraftFootprint& draft);
 
 // PlanCpuKvCache for a loaded model.
 StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions& options);

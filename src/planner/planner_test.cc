@@ -513,6 +513,48 @@ TEST(CpuPlanTest, AutoFollowsTheModelDtype) {
   EXPECT_EQ(CpuKvCacheShape(*p).bytes_per_token(), 480);
 }
 
+TEST(CpuPlanTest, DraftModelSharesTheBudget) {
+  ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);
+  c.weight_dtype = DType::kF32;  // 1280 bytes per token
+  const ModelConfig dc = Llama(64, 172, 2, 8, 4, 512, 512);
+  const DraftFootprint d = CpuDraftFootprint(dc, 500000, 2048, 256);
+  KvCacheShape dshape;
+  dshape.num_layers = 2;
+  dshape.num_kv_heads = 4;
+  dshape.head_dim = 8;
+  EXPECT_EQ(d.kv_bytes_per_token, dshape.bytes_per_token());
+  EXPECT_EQ(d.activation_bytes, CpuActivationBytes(dc, 2048, 256));
+  EXPECT_EQ(d.weights_bytes, 500000);
+
+  CpuKvOptions o;
+  o.host_memory_bytes = kGiB;
+  o.gpu_memory_utilization = 0.01;
+  o.activation_bytes = 0;
+  const MemoryPlan alone = *ComputeCpuKvPlan(c, 1000000, 0, o);
+  StatusOr<MemoryPlan> with = ComputeCpuKvPlanWithDraft(c, 1000000, 0, o, d);
+  ASSERT_TRUE(with.ok()) << with.status().ToString();
+  // The draft's weights and activations are counted, and its KV comes out of the same budget.
+  EXPECT_EQ(with->weights_bytes, 1500000);
+  EXPECT_EQ(with->activation_bytes, d.activation_bytes);
+  EXPECT_EQ(with->kv_bytes_per_token, 1280);
+  const int64_t budget = with->usable_memory_bytes - 1500000 - d.activation_bytes;
+  const int64_t both_per_block = 16 * (1280 + d.kv_bytes_per_token);
+  EXPECT_LE(with->num_blocks * both_per_block, budget);
+  EXPECT_GT((with->num_blocks + 2) * both_per_block, budget);  // and it is tight
+  EXPECT_LT(with->num_blocks, alone.num_blocks);
+
+  // A draft that takes nothing changes nothing.
+  const MemoryPlan zero = *ComputeCpuKvPlanWithDraft(c, 1000000, 0, o, DraftFootprint{});
+  EXPECT_EQ(zero.num_blocks, alone.num_blocks);
+  EXPECT_EQ(zero.weights_bytes, alone.weights_bytes);
+  // --kv-cache-memory is split too; --num-gpu-blocks-override fixes both caches' blocks.
+  o.kv_cache_memory = 100 * both_per_block + 1000;  // + slack for the rounding of the split
+  EXPECT_EQ(ComputeCpuKvPlanWithDraft(c, 1000000, 0, o, d)->num_blocks, 100);
+  o.kv_cache_memory.reset();
+  o.num_gpu_blocks_override = 40;
+  EXPECT_EQ(ComputeCpuKvPlanWithDraft(c, 1000000, 0, o, d)->num_blocks, 40);
+}
+
 TEST(CpuPlanTest, DefaultsComeFromTheHost) {
   ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);
   CpuKvOptions o;  // host memory detected

@@ -7,7 +7,8 @@
 
 namespace pagellm {
 
-NgramProposer::NgramProposer(int min_n, int max_n, int k) : min_n_(min_n), max_n_(max_n), k_(k) {
+NgramProposer::NgramProposer(int min_n, int max_n, int k, bool extend_periodic)
+    : min_n_(min_n), max_n_(max_n), k_(k), extend_periodic_(extend_periodic) {
   CHECK_GE(min_n, 1);
   CHECK_LE(min_n, max_n);
   CHECK_GE(k, 1);
@@ -43,7 +44,14 @@ std::vector<int32_t> NgramProposer::Propose(std::span<const int32_t> tokens, int
   }
   if (best_n < static_cast<size_t>(min_n_)) return {};
   const size_t count = std::min(limit, len - best_end);
-  return std::vector<int32_t>(tokens.begin() + best_end, tokens.begin() + best_end + count);
+  std::vector<int32_t> out(tokens.begin() + best_end, tokens.begin() + best_end + count);
+  if (extend_periodic_) {
+    // Drafts past the sequence end repeat with period len - best_end: token best_end + i of
+    // the sequence-plus-drafts, which for i >= len - best_end is draft i - (len - best_end).
+    const size_t period = len - best_end;
+    while (out.size() < limit) out.push_back(out[out.size() - period]);
+  }
+  return out;
 }
 
 }  // namespace pagellm

@@ -11,6 +11,14 @@
 // occurrence, fewer when the sequence ends first (never empty when a match exists: the
 // occurrence ends before the last token). No match, or fewer than min_n tokens: empty.
 //
+// Periodic extension (pagellm, off in vLLM mode): when the copied continuation reaches the end
+// of the sequence before k tokens, copying goes on from the drafts themselves, i.e. the match
+// is read as a period (end - occurrence end) that keeps repeating: after "x a b a b" with the
+// 2-gram "a b" matched at [1, 3), vLLM proposes "a b" and stops; the extension proposes
+// "a b a b ..." up to k. On text that repeats (a run of one token, a cycle) this drafts k
+// tokens at once instead of growing one period per step. The drafts only decide what gets
+// verified, never what is emitted, so the output is unchanged either way.
+//
 // Cost: for each candidate end position, one backward comparison of at most max_n tokens,
 // O(len * max_n) worst case (a run of one repeated token), O(len) typical since most positions
 // fail on their first token. No allocation besides the result.
@@ -26,7 +34,9 @@ class NgramProposer {
  public:
   // vLLM's prompt_lookup_min / prompt_lookup_max / num_speculative_tokens:
   // 1 <= min_n <= max_n, k >= 1 (CHECKed).
-  NgramProposer(int min_n, int max_n, int k);
+  NgramProposer(int min_n, int max_n, int k) : NgramProposer(min_n, max_n, k, false) {}
+  // extend_periodic: continue a proposal that reaches the end of the sequence (see above).
+  NgramProposer(int min_n, int max_n, int k, bool extend_periodic);
 
   // 0..k draft tokens continuing `tokens` (prompt + output so far); empty when no match.
   std::vector<int32_t> Propose(std::span<const int32_t> tokens) const;
@@ -38,11 +48,13 @@ class NgramProposer {
   int min_n() const { return min_n_; }
   int max_n() const { return max_n_; }
   int k() const { return k_; }
+  bool extend_periodic() const { return extend_periodic_; }
 
  private:
   int min_n_;
   int max_n_;
   int k_;
+  bool extend_periodic_;
 };
 
 }  // namespace pagellm

@@ -58,6 +58,20 @@ TEST(NgramProposerTest, RunsOverlapTheirOwnSuffix) {
   EXPECT_EQ(NgramProposer(1, 1, 4).Propose(run), (Ids{5, 5, 5}));
 }
 
+TEST(NgramProposerTest, PeriodicExtensionRepeatsTheMatchedPeriod) {
+  // vLLM mode stops at the end of the sequence; the extension keeps the period going.
+  const Ids tokens{7, 1, 2, 1, 2};  // 2-gram "1 2" earliest at [1, 3): continuation "1 2"
+  EXPECT_EQ(NgramProposer(1, 2, 5).Propose(tokens), (Ids{1, 2}));
+  EXPECT_EQ(NgramProposer(1, 2, 5, true).Propose(tokens), (Ids{1, 2, 1, 2, 1}));
+  EXPECT_EQ(NgramProposer(1, 2, 5, true).Propose(tokens, 3), (Ids{1, 2, 1}));
+  const Ids run{5, 5, 5, 5};  // 3-gram at [0, 3): period 1
+  EXPECT_EQ(NgramProposer(1, 3, 4, true).Propose(run), (Ids{5, 5, 5, 5}));
+  // A continuation long enough is not changed by the extension; no match stays empty.
+  const Ids seq{1, 2, 3, 4, 5, 6, 1, 2};
+  EXPECT_EQ(NgramProposer(2, 2, 3, true).Propose(seq), NgramProposer(2, 2, 3).Propose(seq));
+  EXPECT_EQ(NgramProposer(2, 2, 3, true).Propose(Ids{1, 2, 3}), Ids{});
+}
+
 TEST(NgramProposerTest, MaxTokensCapsTheProposal) {
   const NgramProposer p(1, 2, 4);
   const Ids tokens = {1, 2, 3, 4, 5, 6, 1, 2};

@@ -40,10 +40,20 @@ Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c)
       ASSIGN_OR_RETURN(c.prompt_lookup_min, GetInt(v, key));
     } else if (key == "prompt_lookup_max") {
       ASSIGN_OR_RETURN(c.prompt_lookup_max, GetInt(v, key));
+    } else if (key == "draft_policy") {
+      if (!v.is_string())
+        return InvalidArgumentError("--speculative-config: \"draft_policy\" must be a string");
+      c.draft_policy = v.get<std::string>();
+    } else if (key == "draft_free_tokens") {
+      if (!v.is_number())
+        return InvalidArgumentError(fmt::format(
+            "--speculative-config: \"draft_free_tokens\" must be a number, got {}", v.dump()));
+      c.draft_free_tokens = v.get<double>();
     } else {
       return InvalidArgumentError(fmt::format(
           "--speculative-config: unknown key \"{}\" (supported: method, model, "
-          "num_speculative_tokens, max_model_len, prompt_lookup_min, prompt_lookup_max)",
+          "num_speculative_tokens, max_model_len, prompt_lookup_min, prompt_lookup_max, "
+          "draft_policy, draft_free_tokens)",
           key));
     }
   }
@@ -72,6 +82,12 @@ Status ResolveSpeculativeConfig(SpeculativeConfig& c) {
         fmt::format("num_speculative_tokens must be in [1, {}] for speculative decoding, got {}",
                     kMaxSpecLen, c.num_speculative_tokens));
   if (c.max_model_len < 0) return InvalidArgumentError("speculative max_model_len must be >= 0");
+  if (c.draft_policy != "adaptive" && c.draft_policy != "fixed")
+    return InvalidArgumentError(fmt::format(
+        "speculative draft_policy must be adaptive or fixed, got '{}'", c.draft_policy));
+  if (!(c.draft_free_tokens >= 1.0 && c.draft_free_tokens <= 1e6))
+    return InvalidArgumentError(fmt::format(
+        "speculative draft_free_tokens must be in [1, 1e6], got {}", c.draft_free_tokens));
   if (c.method == "draft_model") {
     if (c.model.empty())
       return InvalidArgumentError("speculative method draft_model needs a model path");

@@ -44,6 +44,26 @@ TEST(SpeculativeConfigParserTest, NgramDefaultsAsVllm) {
   EXPECT_EQ(d.prompt_lookup_max, 3);
 }
 
+TEST(SpeculativeConfigParserTest, DraftPolicy) {
+  SpeculativeConfig c;
+  EXPECT_EQ(c.draft_policy, "adaptive");
+  ASSERT_TRUE(MergeSpeculativeConfigJson(
+                  R"({"method": "ngram", "num_speculative_tokens": 4, "draft_policy": "fixed",
+                      "draft_free_tokens": 12.5})",
+                  c)
+                  .ok());
+  ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
+  EXPECT_EQ(c.draft_policy, "fixed");
+  EXPECT_DOUBLE_EQ(c.draft_free_tokens, 12.5);
+  SpeculativeConfig bad = c;
+  bad.draft_policy = "sometimes";
+  EXPECT_FALSE(ResolveSpeculativeConfig(bad).ok());
+  bad = c;
+  bad.draft_free_tokens = 0.5;
+  EXPECT_FALSE(ResolveSpeculativeConfig(bad).ok());
+  EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"draft_policy": 1})", c).ok());
+}
+
 TEST(SpeculativeConfigParserTest, Errors) {
   SpeculativeConfig c;
   EXPECT_FALSE(MergeSpeculativeConfigJson("not json", c).ok());
