@@ -181,20 +181,33 @@ int32_t EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_r
   std::vector<int32_t> outputs(req->output_token_ids().begin(), req->output_token_ids().end());
   const size_t num_outputs = outputs.size();
   outputs.insert(outputs.end(), drafts.begin(), drafts.end());
-  scratch.resize(static_cast<size_t>(d + 1) * vocab);
-  for (int32_t j = 0; j <= d; ++j) {
-    const SamplingInput in{st.params, req->prompt_token_ids(),
-                           std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
-    sampler.ComputeProbs(std::span<const float>(forward_out_.row(first_row + j), vocab), in,
-                         std::span<float>(scratch.data() + int64_t{j} * vocab, vocab));
-  }
   const bool greedy = Sampler::IsGreedy(st.params);
-  std::span<const float> draft_probs;
-  if (!greedy && !st.draft_probs.empty()) {
-    CHECK_GE(st.draft_probs.size(), static_cast<size_t>(d) * vocab);
-    draft_probs = std::span<const float>(st.draft_probs).first(static_cast<size_t>(d) * vocab);
+  RejectionResult rr;
+  if (greedy) {
+    // Only the target's greedy token per position matters: no probability rows.
+    std::vector<int32_t> targets(static_cast<size_t>(d) + 1);
+    for (int32_t j = 0; j <= d; ++j) {
+      const SamplingInput in{st.params, req->prompt_token_ids(),
+                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
+      targets[j] =
+          sampler.GreedyToken(std::span<const float>(forward_out_.row(first_row + j), vocab), in);
+    }
+    rr = VerifyGreedy(drafts, targets);
+  } else {
+    scratch.resize(static_cast<size_t>(d + 1) * vocab);
+    for (int32_t j = 0; j <= d; ++j) {
+      const SamplingInput in{st.params, req->prompt_token_ids(),
+                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
+      sampler.ComputeProbs(std::span<const float>(forward_out_.row(first_row + j), vocab), in,
+                           std::span<float>(scratch.data() + int64_t{j} * vocab, vocab));
+    }
+    std::span<const float> draft_probs;
+    if (!st.draft_probs.empty()) {
+      CHECK_GE(st.draft_probs.size(), static_cast<size_t>(d) * vocab);
+      draft_probs = std::span<const float>(st.draft_probs).first(static_cast<size_t>(d) * vocab);
+    }
+    rr = RejectionSample(drafts, draft_probs, scratch, vocab, /*greedy=*/false, st.rng);
   }
-  const RejectionResult rr = RejectionSample(drafts, draft_probs, scratch, vocab, greedy, st.rng);
   st.draft_probs.clear();
   stats.ObserveDraft(d, rr.num_accepted);
 

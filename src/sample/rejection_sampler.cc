@@ -76,6 +76,20 @@ int32_t ArgmaxProb(std::span<const float> probs) {
   return best;
 }
 
+RejectionResult VerifyGreedy(std::span<const int32_t> draft_ids,
+                             std::span<const int32_t> target_tokens) {
+  CHECK_EQ(target_tokens.size(), draft_ids.size() + 1);
+  RejectionResult result;
+  result.tokens.reserve(target_tokens.size());
+  for (size_t i = 0; i < draft_ids.size(); ++i) {
+    result.tokens.push_back(target_tokens[i]);
+    if (target_tokens[i] != draft_ids[i]) return result;  // the mismatch emits the target token
+    ++result.num_accepted;
+  }
+  result.tokens.push_back(target_tokens.back());
+  return result;
+}
+
 RejectionResult RejectionSample(std::span<const int32_t> draft_ids,
                                 std::span<const float> draft_probs,
                                 std::span<const float> target_probs, int32_t vocab_size,
@@ -90,14 +104,9 @@ RejectionResult RejectionSample(std::span<const int32_t> draft_ids,
   result.tokens.reserve(k + 1);
 
   if (greedy) {
-    for (size_t i = 0; i < k; ++i) {
-      const int32_t target = ArgmaxProb(Row(target_probs, i, vocab));
-      result.tokens.push_back(target);
-      if (target != draft_ids[i]) return result;  // the mismatch emits the target token
-      ++result.num_accepted;
-    }
-    result.tokens.push_back(ArgmaxProb(Row(target_probs, k, vocab)));
-    return result;
+    std::vector<int32_t> targets(k + 1);
+    for (size_t i = 0; i <= k; ++i) targets[i] = ArgmaxProb(Row(target_probs, i, vocab));
+    return VerifyGreedy(draft_ids, targets);
   }
 
   const bool has_draft_probs = !draft_probs.empty();

@@ -66,6 +66,13 @@ RejectionResult RejectionSample(std::span<const int32_t> draft_ids,
                                 std::span<const float> target_probs, int32_t vocab_size,
                                 bool greedy, SamplerState& state);
 
+// The greedy path on its own, for callers that already have the target's greedy token at each
+// of the k + 1 verified positions (Sampler::GreedyToken) instead of one-hot rows: accept while
+// draft_ids[i] == target_tokens[i], emit the target token at the first mismatch, or all k
+// drafts plus target_tokens[k] (bonus). RejectionSample(greedy = true) gives the same result.
+RejectionResult VerifyGreedy(std::span<const int32_t> draft_ids,
+                             std::span<const int32_t> target_tokens);
+
 // Lowest id among the largest entries of `probs` (NaN ignored); 0 when every entry is NaN. The
 // greedy path's target token: for ComputeProbs' one-hot greedy rows, the hot id.
 int32_t ArgmaxProb(std::span<const float> probs);

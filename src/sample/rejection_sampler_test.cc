@@ -69,6 +69,24 @@ TEST(RejectionSamplerTest, GreedyMiddleRejected) {
   EXPECT_EQ(r.num_accepted, 1);
 }
 
+// VerifyGreedy on target tokens gives what RejectionSample's greedy path gives on the one-hot
+// rows of the same tokens: every accept/reject pattern of 4 drafts over a 3-token vocabulary.
+TEST(RejectionSamplerTest, VerifyGreedyMatchesOneHotGreedyPath) {
+  for (int code = 0; code < 81 * 243; ++code) {
+    std::vector<int32_t> drafts(4), targets(5);
+    int c = code;
+    for (int32_t& d : drafts) d = c % 3, c /= 3;
+    for (int32_t& t : targets) t = c % 3, c /= 3;
+    Rows rows;
+    for (int32_t t : targets) rows.push_back(OneHot(3, t));
+    SamplerState state(1);
+    const RejectionResult want = Verify(drafts, {}, rows, true, state);
+    const RejectionResult got = VerifyGreedy(drafts, targets);
+    ASSERT_EQ(got.tokens, want.tokens) << code;
+    ASSERT_EQ(got.num_accepted, want.num_accepted) << code;
+  }
+}
+
 TEST(RejectionSamplerTest, GreedyNoDraftsGivesBonusOnly) {
   SamplerState state(1);
   const RejectionResult r = Verify({}, {}, {OneHot(8, 6)}, true, state);

@@ -324,14 +324,38 @@ void Sampler::ApplyTopP(float top_p, double total) {
   cand_.resize(kept);
 }
 
+int32_t Sampler::GreedyToken(std::span<const float> logits, const SamplingInput& input) {
+  const SamplingParams& p = input.params;
+  const bool min_tokens_active = static_cast<int64_t>(input.output_ids.size()) < p.min_tokens &&
+                                 (!input.eos_ids.empty() || !p.stop_token_ids.empty());
+  const bool penalties =
+      p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
+  if (!p.logit_bias.empty() || min_tokens_active || penalties) {
+    ProcessLogits(logits, input);
+    return Argmax();
+  }
+  // Argmax() over Sanitize(logits) without the copy: strict > keeps the lowest id on ties.
+  CHECK(!logits.empty()) << "empty logits row";
+  size_t best = 0;
+  float best_value = Sanitize(logits[0]);
+  for (size_t i = 1; i < logits.size(); ++i) {
+    const float v = Sanitize(logits[i]);
+    if (v > best_value) {
+      best_value = v;
+      best = i;
+    }
+  }
+  return static_cast<int32_t>(best);
+}
+
 SampleResult Sampler::Sample(std::span<const float> logits, const SamplingInput& input,
                              SamplerState& state) {
-  ProcessLogits(logits, input);
   const SamplingParams& p = input.params;
   SampleResult result;
   if (IsGreedy(p)) {
-    result.token = Argmax();
+    result.token = GreedyToken(logits, input);
   } else {
+    ProcessLogits(logits, input);
     const double total = Filter(p);
     // Nothing finite (the all -inf row): argmax, i.e. token 0.
     result.token = total > 0.0 ? Draw(total, state) : Argmax();
@@ -353,8 +377,7 @@ void Sampler::ComputeProbs(std::span<const float> logits, const SamplingInput& i
   for (const Candidate& c : cand_) probs[c.id] = static_cast<float>(c.weight / total);
 }
 
-SampleResult Sampler::ScoreToken(std::span<const float> logits, int32_t token,
-                                 int num_logprobs) {
+SampleResult Sampler::ScoreToken(std::span<const float> logits, int32_t token, int num_logprobs) {
   CHECK(token >= 0 && static_cast<size_t>(token) < logits.size());
   SampleResult r;
   r.token = token;

@@ -83,6 +83,12 @@ class Sampler {
   SampleResult Sample(std::span<const float> logits, const SamplingInput& input,
                       SamplerState& state);
 
+  // The token Sample() picks for a greedy request, without materialising anything: when the
+  // request has no logit bias, penalties or active min_tokens, the argmax is taken straight
+  // from `logits` (one pass, no copy); otherwise as Sample() does. Speculative verification
+  // calls it for each of its k + 1 rows. Same preconditions as Sample().
+  int32_t GreedyToken(std::span<const float> logits, const SamplingInput& input);
+
   // The exact distribution Sample() draws from, as dense probabilities (zeros outside the
   // kept set, summing to 1): steps 2-5 above. Greedy requests get a one-hot row at the argmax.
   // For the speculative-decoding rejection sampler, which compares target and draft

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <vector>
 
 namespace pagellm {
@@ -65,6 +66,48 @@ TEST(SamplerTest, GreedyPicksArgmax) {
   Request r;
   r.params.temperature = 0.0f;
   EXPECT_EQ(SampleOnce({1.0f, 3.0f, 2.0f, -5.0f}, r).token, 1);
+}
+
+// GreedyToken (the no-copy argmax for speculative verification) picks what Sample() picks for
+// a greedy request: random rows with ties, NaN and +-inf, with and without the processing
+// (bias, min_tokens, penalties) that sends it down Sample()'s own path.
+TEST(SamplerTest, GreedyTokenMatchesGreedySample) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> level(0, 5);  // few distinct values: many ties
+  for (int trial = 0; trial < 400; ++trial) {
+    std::vector<float> logits(37);
+    for (float& x : logits) x = static_cast<float>(level(rng)) * 0.5f;
+    if (trial % 4 == 1) logits[rng() % 37] = std::numeric_limits<float>::quiet_NaN();
+    if (trial % 4 == 2) logits[rng() % 37] = kInf;
+    if (trial % 8 == 3) std::fill(logits.begin(), logits.end(), -kInf);
+    Request r;
+    r.params.temperature = 0;
+    r.prompt = {1, 2, 3};
+    r.output = {4, static_cast<int32_t>(rng() % 37)};
+    r.eos = {static_cast<int32_t>(rng() % 37)};
+    switch (trial % 5) {
+      case 1:
+        r.params.logit_bias.push_back({static_cast<int32_t>(rng() % 37), 3.0f});
+        break;
+      case 2:
+        r.params.min_tokens = 5;
+        break;
+      case 3:
+        r.params.repetition_penalty = 1.3f;
+        break;
+      case 4:
+        r.params.presence_penalty = 0.7f;
+        break;
+      default:
+        break;
+    }
+    Sampler sampler;
+    EXPECT_EQ(sampler.GreedyToken(logits, r.input()), SampleOnce(logits, r).token)
+        << "trial " << trial;
+    // And the one-hot row ComputeProbs gives greedy requests is hot at the same id.
+    const std::vector<float> probs = Probs(logits, r);
+    EXPECT_EQ(probs[sampler.GreedyToken(logits, r.input())], 1.0f) << "trial " << trial;
+  }
 }
 
 TEST(SamplerTest, GreedyTiesGoToLowestId) {
