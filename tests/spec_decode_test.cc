@@ -13,6 +13,7 @@
 #include <random>
 
 #include "engine/llm.h"
+#include "engine_test_util.h"
 
 namespace pagellm {
 namespace {
@@ -26,18 +27,13 @@ bool HaveSharedModels() {
   return fs::exists(kTarget + "/model.safetensors") && fs::exists(kDraft + "/model.safetensors");
 }
 
-struct Workload {
-  std::vector<PromptInput> prompts;
-  std::vector<SamplingParams> params;
-};
-
 // TinyStories slices (some repeated whole, some sharing a long prefix, some BOS only), outputs
 // of 1..40 tokens; some requests stop on a token or a string, one wants prompt logprobs.
-Workload MakeWorkload(LLM& llm, int n, uint32_t seed, double temperature) {
+EngineWorkload MakeWorkload(LLM& llm, int n, uint32_t seed, double temperature) {
   std::ifstream in(kShared + "/data/tinystories_sample.txt");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::mt19937 rng(seed);
-  Workload w;
+  EngineWorkload w;
   const int vocab = llm.core().model_config().vocab_size;
   const std::optional<int32_t> period = llm.core().tokenizer().PieceToId(".");
   for (int i = 0; i < n; ++i) {
@@ -65,55 +61,6 @@ Workload MakeWorkload(LLM& llm, int n, uint32_t seed, double temperature) {
     w.params.push_back(sp);
   }
   return w;
-}
-
-struct RunResult {
-  std::vector<RequestOutput> outputs;
-  int64_t preemptions = 0;
-  SpecDecodeStats spec;
-};
-
-RunResult RunEngine(const EngineConfig& config, const Workload& w) {
-  auto llm = LLM::Create(config);
-  EXPECT_TRUE(llm.ok()) << llm.status().ToString();
-  if (!llm.ok()) return {};
-  (*llm)->core().PoisonKvCache();
-  RunResult r;
-  auto out = (*llm)->Generate(w.prompts, w.params);
-  EXPECT_TRUE(out.ok()) << out.status().ToString();
-  if (out.ok()) r.outputs = std::move(*out);
-  const EngineStats s = (*llm)->core().stats();
-  EXPECT_EQ(s.num_free_blocks, s.num_usable_blocks) << "KV blocks leaked";
-  EXPECT_EQ(s.num_running + s.num_waiting + s.num_swapped, 0);
-  r.preemptions = s.num_preemptions;
-  r.spec = s.spec_decode;
-  return r;
-}
-
-void ExpectSame(const RunResult& want, const RunResult& got, const std::string& what) {
-  ASSERT_EQ(want.outputs.size(), got.outputs.size()) << what;
-  for (size_t i = 0; i < want.outputs.size(); ++i) {
-    const CompletionOutput& a = want.outputs[i].outputs[0];
-    const CompletionOutput& b = got.outputs[i].outputs[0];
-    ASSERT_EQ(a.token_ids, b.token_ids) << what << ": request " << i;
-    ASSERT_EQ(a.text, b.text) << what << ": request " << i;
-    ASSERT_EQ(a.finish_reason, b.finish_reason) << what << ": request " << i;
-    ASSERT_EQ(a.stop_reason, b.stop_reason) << what << ": request " << i;
-    ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << what << ": request " << i;
-    for (size_t t = 0; t < a.logprobs.size(); ++t) {
-      ASSERT_EQ(a.logprobs[t].logprob, b.logprobs[t].logprob) << what << ": request " << i;
-      ASSERT_EQ(a.logprobs[t].top, b.logprobs[t].top) << what << ": request " << i;
-    }
-    const auto& pa = want.outputs[i].prompt_logprobs;
-    const auto& pb = got.outputs[i].prompt_logprobs;
-    ASSERT_EQ(pa.size(), pb.size()) << what << ": request " << i;
-    for (size_t t = 0; t < pa.size(); ++t) {
-      ASSERT_EQ(pa[t].has_value(), pb[t].has_value());
-      if (pa[t]) {
-        ASSERT_EQ(pa[t]->logprob, pb[t]->logprob) << what << ": request " << i;
-      }
-    }
-  }
 }
 
 EngineConfig BaseConfig(const std::string& model) {
@@ -154,9 +101,9 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
   const bool self_draft = spec_template.model == target;
   auto probe = LLM::Create(base);
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
-  const Workload w = MakeWorkload(**probe, 24, 11, 0.0);
+  const EngineWorkload w = MakeWorkload(**probe, 24, 11, 0.0);
   probe->reset();
-  const RunResult ref = RunEngine(base, w);
+  const EngineRun ref = RunOnPoisonedEngine(base, w);
   ASSERT_EQ(ref.outputs.size(), w.prompts.size());
 
   int64_t accepted = 0;
@@ -164,19 +111,20 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
     EngineConfig c = base;
     c.speculative = spec_template;
     c.speculative.num_speculative_tokens = k;
-    const RunResult r = RunEngine(c, w);
-    ExpectSame(ref, r, name + " k=" + std::to_string(k));
-    EXPECT_GT(r.spec.num_drafts, 0) << name << " k=" << k;
-    EXPECT_LE(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
-    EXPECT_LE(r.spec.num_draft_tokens, r.spec.num_drafts * k);
-    accepted += r.spec.num_accepted_tokens;
+    const EngineRun r = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(ref, r, name + " k=" + std::to_string(k));
+    EXPECT_GT(r.stats.spec_decode.num_drafts, 0) << name << " k=" << k;
+    EXPECT_LE(r.stats.spec_decode.num_accepted_tokens, r.stats.spec_decode.num_draft_tokens);
+    EXPECT_LE(r.stats.spec_decode.num_draft_tokens, r.stats.spec_decode.num_drafts * k);
+    accepted += r.stats.spec_decode.num_accepted_tokens;
     if (self_draft) {
       // A model drafting for itself computes the same logits (batch invariance): all accepted.
-      EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens) << name << " k=" << k;
+      EXPECT_EQ(r.stats.spec_decode.num_accepted_tokens, r.stats.spec_decode.num_draft_tokens)
+          << name << " k=" << k;
     }
     std::printf("[ info ] %s k=%d: %lld drafts, acceptance %.3f, mean acceptance length %.2f\n",
-                name.c_str(), k, static_cast<long long>(r.spec.num_drafts), r.spec.AcceptanceRate(),
-                r.spec.MeanAcceptanceLength());
+                name.c_str(), k, static_cast<long long>(r.stats.spec_decode.num_drafts),
+                r.stats.spec_decode.AcceptanceRate(), r.stats.spec_decode.MeanAcceptanceLength());
   }
   EXPECT_GT(accepted, 0) << name << ": no draft was ever accepted";
   // The adaptive policy (the default) drafts fewer tokens per request and step, never other
@@ -186,15 +134,16 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
     c.speculative = spec_template;
     c.speculative.num_speculative_tokens = k;
     c.speculative.draft_policy = "adaptive";
-    const RunResult r = RunEngine(c, w);
-    ExpectSame(ref, r, name + " adaptive k=" + std::to_string(k));
-    EXPECT_LE(r.spec.num_draft_tokens, r.spec.num_drafts * k);
+    const EngineRun r = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(ref, r, name + " adaptive k=" + std::to_string(k));
+    EXPECT_LE(r.stats.spec_decode.num_draft_tokens, r.stats.spec_decode.num_drafts * k);
     if (self_draft) {
-      EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
+      EXPECT_EQ(r.stats.spec_decode.num_accepted_tokens, r.stats.spec_decode.num_draft_tokens);
     }
     std::printf("[ info ] %s adaptive k=%d: %lld drafts, %lld draft tokens, acceptance %.3f\n",
-                name.c_str(), k, static_cast<long long>(r.spec.num_drafts),
-                static_cast<long long>(r.spec.num_draft_tokens), r.spec.AcceptanceRate());
+                name.c_str(), k, static_cast<long long>(r.stats.spec_decode.num_drafts),
+                static_cast<long long>(r.stats.spec_decode.num_draft_tokens),
+                r.stats.spec_decode.AcceptanceRate());
   }
 
   for (int k : {3, 8}) {
@@ -203,12 +152,13 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
     c.speculative.num_speculative_tokens = k;
     c.scheduler.max_num_batched_tokens = 16;
     c.scheduler.long_prefill_token_threshold = 8;
-    const RunResult chunked = RunEngine(c, w);
-    ExpectSame(ref, chunked, name + " chunked prefill k=" + std::to_string(k));
+    const EngineRun chunked = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(ref, chunked, name + " chunked prefill k=" + std::to_string(k));
     // With itself as draft, any draft KV gone stale (rollback, prefix hits, preemption, swap)
     // would show as a rejected draft.
     if (self_draft) {
-      EXPECT_EQ(chunked.spec.num_accepted_tokens, chunked.spec.num_draft_tokens);
+      EXPECT_EQ(chunked.stats.spec_decode.num_accepted_tokens,
+                chunked.stats.spec_decode.num_draft_tokens);
     }
     for (PreemptionMode mode : {PreemptionMode::kRecompute, PreemptionMode::kSwap}) {
       EngineConfig p = base;
@@ -218,13 +168,13 @@ void CheckGreedyIdentity(const std::string& target, const SpeculativeConfig& spe
       p.num_gpu_blocks_override = 64;  // 256 tokens for 24 requests of up to ~210
       p.scheduler.preemption_mode = mode;
       p.swap_space_gib = 0.0005;
-      const RunResult r = RunEngine(p, w);
-      ExpectSame(ref, r,
-                 name + " preemption " + std::string(PreemptionModeName(mode)) +
-                     " k=" + std::to_string(k));
-      EXPECT_GT(r.preemptions, 0) << "the KV budget was meant to force preemption";
+      const EngineRun r = RunOnPoisonedEngine(p, w);
+      ExpectIdenticalOutputs(ref, r,
+                             name + " preemption " + std::string(PreemptionModeName(mode)) +
+                                 " k=" + std::to_string(k));
+      EXPECT_GT(r.stats.num_preemptions, 0) << "the KV budget was meant to force preemption";
       if (self_draft) {
-        EXPECT_EQ(r.spec.num_accepted_tokens, r.spec.num_draft_tokens);
+        EXPECT_EQ(r.stats.spec_decode.num_accepted_tokens, r.stats.spec_decode.num_draft_tokens);
       }
     }
   }
@@ -277,20 +227,20 @@ TEST(SpecDecodeTest, SeededRandomSamplingReproducible) {
     c.speculative.draft_policy = "adaptive";
     auto probe = LLM::Create(c);
     ASSERT_TRUE(probe.ok()) << probe.status().ToString();
-    Workload w = MakeWorkload(**probe, 16, 23, 0.8);
+    EngineWorkload w = MakeWorkload(**probe, 16, 23, 0.8);
     for (SamplingParams& p : w.params) p.top_k = 40;
     probe->reset();
-    const RunResult a = RunEngine(c, w);
-    const RunResult b = RunEngine(c, w);
-    ExpectSame(a, b, spec.method + " seeded rerun");
-    EXPECT_GT(a.spec.num_accepted_tokens, 0) << spec.method;
+    const EngineRun a = RunOnPoisonedEngine(c, w);
+    const EngineRun b = RunOnPoisonedEngine(c, w);
+    ExpectIdenticalOutputs(a, b, spec.method + " seeded rerun");
+    EXPECT_GT(a.stats.spec_decode.num_accepted_tokens, 0) << spec.method;
     if (spec.model == kTarget) {
       // Identical draft and target distributions: min(1, p/q) = 1, every draft accepted.
-      EXPECT_EQ(a.spec.num_accepted_tokens, a.spec.num_draft_tokens);
+      EXPECT_EQ(a.stats.spec_decode.num_accepted_tokens, a.stats.spec_decode.num_draft_tokens);
     }
     EngineConfig narrow = c;
     narrow.scheduler.max_num_seqs = 3;
-    ExpectSame(a, RunEngine(narrow, w), spec.method + " seeded, 3 at a time");
+    ExpectIdenticalOutputs(a, RunOnPoisonedEngine(narrow, w), spec.method + " seeded, 3 at a time");
   }
 }
 

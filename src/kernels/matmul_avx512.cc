@@ -622,6 +622,54 @@ void LanePrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int6
   }
 }
 
+// Runs tokens(std::integral_constant<int, kT>(), t) over full tiles of kT tokens from t0, then
+// once with the tail size (1..kT-1), so every tile size is a compile-time constant.
+template <typename TokensFn>
+inline void ForTokenTiles(int64_t t0, int64_t t1, TokensFn&& tokens) {
+  int64_t t = t0;
+  for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
+  switch (t1 - t) {
+    case 0:
+      break;
+    case 1:
+      tokens(std::integral_constant<int, 1>(), t);
+      break;
+    case 2:
+      tokens(std::integral_constant<int, 2>(), t);
+      break;
+    case 3:
+      tokens(std::integral_constant<int, 3>(), t);
+      break;
+    case 4:
+      tokens(std::integral_constant<int, 4>(), t);
+      break;
+    case 5:
+      tokens(std::integral_constant<int, 5>(), t);
+      break;
+    case 6:
+      tokens(std::integral_constant<int, 6>(), t);
+      break;
+    case 7:
+      tokens(std::integral_constant<int, 7>(), t);
+      break;
+    case 8:
+      tokens(std::integral_constant<int, 8>(), t);
+      break;
+    case 9:
+      tokens(std::integral_constant<int, 9>(), t);
+      break;
+    case 10:
+      tokens(std::integral_constant<int, 10>(), t);
+      break;
+    case 11:
+      tokens(std::integral_constant<int, 11>(), t);
+      break;
+    default:
+      CHECK(false) << "token tail " << (t1 - t);
+  }
+}
+static_assert(kT == 12, "ForTokenTiles' tail switch covers token tails 1..11");
+
 template <DType kType>
 void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const int64_t K = a.w->cols;
@@ -641,47 +689,7 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
           LanePrefillTokens<decltype(tile)::value>(a, scratch.panel, p0, p1, scratch, rb, re, t, t1,
                                                    k0, k1);
         };
-        int64_t t = t0;
-        for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
-        switch (t1 - t) {
-          case 0:
-            break;
-          case 1:
-            tokens(std::integral_constant<int, 1>(), t);
-            break;
-          case 2:
-            tokens(std::integral_constant<int, 2>(), t);
-            break;
-          case 3:
-            tokens(std::integral_constant<int, 3>(), t);
-            break;
-          case 4:
-            tokens(std::integral_constant<int, 4>(), t);
-            break;
-          case 5:
-            tokens(std::integral_constant<int, 5>(), t);
-            break;
-          case 6:
-            tokens(std::integral_constant<int, 6>(), t);
-            break;
-          case 7:
-            tokens(std::integral_constant<int, 7>(), t);
-            break;
-          case 8:
-            tokens(std::integral_constant<int, 8>(), t);
-            break;
-          case 9:
-            tokens(std::integral_constant<int, 9>(), t);
-            break;
-          case 10:
-            tokens(std::integral_constant<int, 10>(), t);
-            break;
-          case 11:
-            tokens(std::integral_constant<int, 11>(), t);
-            break;
-          default:
-            CHECK(false) << "token tail " << (t1 - t);
-        }
+        ForTokenTiles(t0, t1, tokens);
       }
     }
   }
@@ -720,52 +728,10 @@ void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
                                                k1);
         }
       };
-      int64_t t = t0;
-      for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
-      switch (t1 - t) {
-        case 0:
-          break;
-        case 1:
-          tokens(std::integral_constant<int, 1>(), t);
-          break;
-        case 2:
-          tokens(std::integral_constant<int, 2>(), t);
-          break;
-        case 3:
-          tokens(std::integral_constant<int, 3>(), t);
-          break;
-        case 4:
-          tokens(std::integral_constant<int, 4>(), t);
-          break;
-        case 5:
-          tokens(std::integral_constant<int, 5>(), t);
-          break;
-        case 6:
-          tokens(std::integral_constant<int, 6>(), t);
-          break;
-        case 7:
-          tokens(std::integral_constant<int, 7>(), t);
-          break;
-        case 8:
-          tokens(std::integral_constant<int, 8>(), t);
-          break;
-        case 9:
-          tokens(std::integral_constant<int, 9>(), t);
-          break;
-        case 10:
-          tokens(std::integral_constant<int, 10>(), t);
-          break;
-        case 11:
-          tokens(std::integral_constant<int, 11>(), t);
-          break;
-        default:
-          CHECK(false) << "token tail " << (t1 - t);
-      }
+      ForTokenTiles(t0, t1, tokens);
     }
   }
 }
-
-static_assert(kT == 12, "Prefill's tail switch covers token tails 1..11");
 
 template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
