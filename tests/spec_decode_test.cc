@@ -187,7 +187,10 @@ TEST(SpecDecodeTest, DraftModelGreedyIdentical) {
 
 TEST(SpecDecodeTest, NgramGreedyIdentical) {
   if (!HaveSharedModels()) GTEST_SKIP() << "shared assets absent";
-  CheckGreedyIdentity(kTarget, NgramSpec(1), "ngram");
+  CheckGreedyIdentity(kTarget, NgramSpec(1), "ngram");  // the default rule, vote
+  SpeculativeConfig earliest = NgramSpec(1);
+  earliest.ngram_rule = "earliest";  // vLLM's rule
+  CheckGreedyIdentity(kTarget, earliest, "ngram earliest");
 }
 
 // Two random models of the same tokenizer (target and draft differ), GQA, head_dim 16.

@@ -122,10 +122,13 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
                  "Speculative decoding as JSON: {\"method\": \"draft_model\"|\"ngram\", "
                  "\"model\": PATH, \"num_speculative_tokens\": K, \"max_model_len\": N, "
                  "\"prompt_lookup_min\": N, \"prompt_lookup_max\": N, \"draft_policy\": "
-                 "\"adaptive\"|\"fixed\", \"draft_free_tokens\": F}. draft_policy adaptive "
-                 "(default; pagellm) drafts per request by measured acceptance and skips drafting "
-                 "when a step of F (default 9) or more tokens is compute-bound; fixed always "
-                 "drafts K (vLLM)");
+                 "\"adaptive\"|\"fixed\", \"draft_free_tokens\": F, \"ngram_rule\": "
+                 "\"vote\"|\"earliest\"}. draft_policy adaptive (default; pagellm) drafts per "
+                 "request by measured acceptance and skips drafting when a step of F (default 9) "
+                 "or more tokens is compute-bound; fixed always drafts K (vLLM). ngram_rule vote "
+                 "(default; pagellm) drafts token by token the most frequent follower of the "
+                 "longest matching n-gram; earliest copies what followed its earliest occurrence "
+                 "(vLLM)");
   app.add_option("--speculative-model", c.speculative.model,
                  "Draft model for speculative decoding (same tokenizer as --model)");
   app.add_option("--num-speculative-tokens", c.speculative.num_speculative_tokens,

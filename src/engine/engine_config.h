@@ -29,6 +29,9 @@ struct SpeculativeConfig {
   std::string draft_policy = "adaptive";
   // Step tokens below which a step counts as weight-bound (the adaptive policy's cost knee).
   double draft_free_tokens = 9;
+  // n-gram drafting rule (src/spec/ngram_proposer.h): "vote" (default, pagellm) or
+  // "earliest" (vLLM's prompt lookup).
+  std::string ngram_rule = "vote";
 
   bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
 };

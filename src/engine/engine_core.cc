@@ -34,11 +34,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& con
     c.scheduler.num_lookahead_tokens =
         std::max(c.scheduler.num_lookahead_tokens, c.speculative.num_speculative_tokens);
   } else if (c.speculative.method == "ngram") {
-    // Periodic extension: drafts that reach the end of the sequence keep repeating the matched
-    // period (src/spec/ngram_proposer.h); drafting only, the output does not depend on it.
+    // The rule only decides what is drafted (src/spec/ngram_proposer.h); the output does not
+    // depend on it.
     e->ngram_ = std::make_unique<NgramProposer>(
         c.speculative.prompt_lookup_min, c.speculative.prompt_lookup_max,
-        c.speculative.num_speculative_tokens, /*extend_periodic=*/true);
+        c.speculative.num_speculative_tokens,
+        c.speculative.ngram_rule == "earliest" ? NgramRule::kEarliest : NgramRule::kVote);
   }
   RETURN_IF_ERROR(c.scheduler.Validate());
 

@@ -11,17 +11,23 @@
 // occurrence, fewer when the sequence ends first (never empty when a match exists: the
 // occurrence ends before the last token). No match, or fewer than min_n tokens: empty.
 //
-// Periodic extension (pagellm, off in vLLM mode): when the copied continuation reaches the end
-// of the sequence before k tokens, copying goes on from the drafts themselves, i.e. the match
-// is read as a period (end - occurrence end) that keeps repeating: after "x a b a b" with the
-// 2-gram "a b" matched at [1, 3), vLLM proposes "a b" and stops; the extension proposes
-// "a b a b ..." up to k. On text that repeats (a run of one token, a cycle) this drafts k
-// tokens at once instead of growing one period per step. The drafts only decide what gets
-// verified, never what is emitted, so the output is unchanged either way.
+// Vote rule (pagellm, the engine's default; "earliest" above is vLLM's): drafts are chosen one
+// token at a time. For the sequence so far (tokens, then the drafts already chosen) find the
+// longest n in [min_n, max_n] whose final n-gram occurred earlier, and draft the token that
+// followed those occurrences most often (ties: the one that followed most recently); append
+// it and repeat, up to k. Where vLLM copies the span after one occurrence and stops at the
+// sequence end, the vote (a) keeps going past the end (a run "a a a" drafts k more "a"s, a
+// cycle keeps cycling), (b) follows what usually came next rather than what came first, and
+// (c) re-matches after every drafted token, so a draft can leave one copied span for another.
+// The drafts only decide what gets verified, never what is emitted, so the output is the same
+// under either rule.
 //
-// Cost: for each candidate end position, one backward comparison of at most max_n tokens,
-// O(len * max_n) worst case (a run of one repeated token), O(len) typical since most positions
-// fail on their first token. No allocation besides the result.
+// Cost: one pass over the sequence per match (earliest) or per drafted token (vote): for each
+// candidate end position, a backward comparison of at most max_n tokens, O(len * max_n) worst
+// case (a run of one repeated token), O(len) typical since most positions fail on their first
+// token; vote adds sorting the followers of the matched n-gram. Microseconds per request at
+// the context lengths this engine serves; no allocation besides the result and one copy of
+// the sequence (vote).
 #pragma once
 
 #include <cstdint>
@@ -30,13 +36,16 @@
 
 namespace pagellm {
 
+enum class NgramRule {
+  kEarliest,  // vLLM: copy what followed the earliest occurrence of the longest match
+  kVote,      // pagellm: token by token, the most frequent follower of the longest match
+};
+
 class NgramProposer {
  public:
   // vLLM's prompt_lookup_min / prompt_lookup_max / num_speculative_tokens:
   // 1 <= min_n <= max_n, k >= 1 (CHECKed).
-  NgramProposer(int min_n, int max_n, int k) : NgramProposer(min_n, max_n, k, false) {}
-  // extend_periodic: continue a proposal that reaches the end of the sequence (see above).
-  NgramProposer(int min_n, int max_n, int k, bool extend_periodic);
+  NgramProposer(int min_n, int max_n, int k, NgramRule rule = NgramRule::kEarliest);
 
   // 0..k draft tokens continuing `tokens` (prompt + output so far); empty when no match.
   std::vector<int32_t> Propose(std::span<const int32_t> tokens) const;
@@ -48,13 +57,16 @@ class NgramProposer {
   int min_n() const { return min_n_; }
   int max_n() const { return max_n_; }
   int k() const { return k_; }
-  bool extend_periodic() const { return extend_periodic_; }
+  NgramRule rule() const { return rule_; }
 
  private:
+  std::vector<int32_t> ProposeEarliest(std::span<const int32_t> tokens, size_t limit) const;
+  std::vector<int32_t> ProposeByVote(std::span<const int32_t> tokens, size_t limit) const;
+
   int min_n_;
   int max_n_;
   int k_;
-  bool extend_periodic_;
+  NgramRule rule_;
 };
 
 }  // namespace pagellm

@@ -1,5 +1,5 @@
-// N-gram proposer: exact proposals for hand-made sequences (longest match, earliest occurrence,
-// caps) and agreement with a brute-force reference on random sequences.
+// N-gram proposer: exact proposals for hand-made sequences (longest match, earliest occurrence
+// or vote, caps) and agreement with brute-force references on random sequences.
 #include "spec/ngram_proposer.h"
 
 #include <gtest/gtest.h>
@@ -58,18 +58,27 @@ TEST(NgramProposerTest, RunsOverlapTheirOwnSuffix) {
   EXPECT_EQ(NgramProposer(1, 1, 4).Propose(run), (Ids{5, 5, 5}));
 }
 
-TEST(NgramProposerTest, PeriodicExtensionRepeatsTheMatchedPeriod) {
-  // vLLM mode stops at the end of the sequence; the extension keeps the period going.
-  const Ids tokens{7, 1, 2, 1, 2};  // 2-gram "1 2" earliest at [1, 3): continuation "1 2"
-  EXPECT_EQ(NgramProposer(1, 2, 5).Propose(tokens), (Ids{1, 2}));
-  EXPECT_EQ(NgramProposer(1, 2, 5, true).Propose(tokens), (Ids{1, 2, 1, 2, 1}));
-  EXPECT_EQ(NgramProposer(1, 2, 5, true).Propose(tokens, 3), (Ids{1, 2, 1}));
-  const Ids run{5, 5, 5, 5};  // 3-gram at [0, 3): period 1
-  EXPECT_EQ(NgramProposer(1, 3, 4, true).Propose(run), (Ids{5, 5, 5, 5}));
-  // A continuation long enough is not changed by the extension; no match stays empty.
-  const Ids seq{1, 2, 3, 4, 5, 6, 1, 2};
-  EXPECT_EQ(NgramProposer(2, 2, 3, true).Propose(seq), NgramProposer(2, 2, 3).Propose(seq));
-  EXPECT_EQ(NgramProposer(2, 2, 3, true).Propose(Ids{1, 2, 3}), Ids{});
+TEST(NgramProposerTest, VoteDraftsTheMostFrequentFollowerPastTheEnd) {
+  const NgramRule vote = NgramRule::kVote;
+  // "1 2" was followed by 7 once and by 8 twice: vote drafts 8 where vLLM's rule copies 7.
+  const Ids tokens{1, 2, 7, 1, 2, 8, 1, 2, 8, 1, 2};
+  EXPECT_EQ(NgramProposer(2, 2, 1).Propose(tokens), (Ids{7}));
+  EXPECT_EQ(NgramProposer(2, 2, 1, vote).Propose(tokens), (Ids{8}));
+  // Each drafted token re-matches: "2 8" -> 1, "8 1" -> 2, "1 2" -> 8, ...
+  EXPECT_EQ(NgramProposer(2, 2, 5, vote).Propose(tokens), (Ids{8, 1, 2, 8, 1}));
+  // Runs and cycles continue past the end of the sequence, up to k.
+  EXPECT_EQ(NgramProposer(1, 3, 4, vote).Propose(Ids{5, 5, 5, 5}), (Ids{5, 5, 5, 5}));
+  EXPECT_EQ(NgramProposer(2, 2, 5, vote).Propose(Ids{7, 1, 2, 1, 2}), (Ids{1, 2, 1, 2, 1}));
+  // Ties go to the follower seen most recently: "3" was followed by 4, then by 6.
+  EXPECT_EQ(NgramProposer(1, 1, 1, vote).Propose(Ids{3, 4, 3, 6, 3}), (Ids{6}));
+  // The longest match decides which occurrences vote: "9 3" (then 4) beats the 1-gram "3"
+  // (followed by 6 twice).
+  EXPECT_EQ(NgramProposer(1, 2, 1, vote).Propose(Ids{9, 3, 4, 3, 6, 3, 6, 9, 3}), (Ids{4}));
+  // No match, min_n and the caps behave as in vLLM's rule.
+  EXPECT_EQ(NgramProposer(1, 3, 4, vote).Propose(Ids{1, 2, 3, 4}), Ids{});
+  EXPECT_EQ(NgramProposer(2, 3, 2, vote).Propose(Ids{4, 1, 2, 3, 9, 3}), Ids{});
+  EXPECT_EQ(NgramProposer(2, 2, 5, vote).Propose(tokens, 2), (Ids{8, 1}));
+  EXPECT_EQ(NgramProposer(2, 2, 5, vote).Propose(tokens, 0), Ids{});
 }
 
 TEST(NgramProposerTest, MaxTokensCapsTheProposal) {
@@ -98,6 +107,63 @@ Ids Reference(const Ids& tokens, int min_n, int max_n, int k) {
     }
   }
   return {};
+}
+
+// The vote rule by its definition: extend the sequence one token at a time; for n from max_n
+// down to min_n, count the tokens that followed every earlier occurrence of the last n tokens;
+// the first n with any occurrence decides: most frequent, ties to the latest occurrence.
+Ids VoteReference(const Ids& tokens, int min_n, int max_n, int k) {
+  Ids seq = tokens;
+  Ids out;
+  while (static_cast<int>(out.size()) < k) {
+    const int len = static_cast<int>(seq.size());
+    bool drafted = false;
+    for (int n = max_n; n >= min_n && !drafted; --n) {
+      if (n > len - 1) continue;
+      std::vector<int> count(16, 0), latest(16, -1);
+      for (int s = 0; s + n <= len - 1; ++s) {
+        bool match = true;
+        for (int j = 0; j < n && match; ++j) match = seq[s + j] == seq[len - n + j];
+        if (match) {
+          ++count[seq[s + n]];
+          latest[seq[s + n]] = s + n;
+        }
+      }
+      int best = -1;
+      for (int t = 0; t < 16; ++t) {
+        if (count[t] == 0) continue;
+        if (best < 0 || count[t] > count[best] ||
+            (count[t] == count[best] && latest[t] > latest[best]))
+          best = t;
+      }
+      if (best >= 0) {
+        out.push_back(best);
+        seq.push_back(best);
+        drafted = true;
+      }
+    }
+    if (!drafted) break;
+  }
+  return out;
+}
+
+TEST(NgramProposerTest, VoteMatchesBruteForceOnRandomSequences) {
+  std::mt19937 rng(23);
+  int nonempty = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int alphabet = 2 + trial % 5;
+    const int len = static_cast<int>(rng() % 40);
+    Ids tokens(len);
+    for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % alphabet);
+    const int min_n = 1 + static_cast<int>(rng() % 3);
+    const int max_n = min_n + static_cast<int>(rng() % 4);
+    const int k = 1 + static_cast<int>(rng() % 8);
+    const Ids want = VoteReference(tokens, min_n, max_n, k);
+    ASSERT_EQ(NgramProposer(min_n, max_n, k, NgramRule::kVote).Propose(tokens), want)
+        << "trial " << trial << " min_n " << min_n << " max_n " << max_n << " k " << k;
+    nonempty += !want.empty();
+  }
+  EXPECT_GT(nonempty, 1000);
 }
 
 TEST(NgramProposerTest, MatchesBruteForceOnRandomSequences) {

@@ -44,6 +44,10 @@ Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c)
       if (!v.is_string())
         return InvalidArgumentError("--speculative-config: \"draft_policy\" must be a string");
       c.draft_policy = v.get<std::string>();
+    } else if (key == "ngram_rule") {
+      if (!v.is_string())
+        return InvalidArgumentError("--speculative-config: \"ngram_rule\" must be a string");
+      c.ngram_rule = v.get<std::string>();
     } else if (key == "draft_free_tokens") {
       if (!v.is_number())
         return InvalidArgumentError(fmt::format(
@@ -53,7 +57,7 @@ Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c)
       return InvalidArgumentError(fmt::format(
           "--speculative-config: unknown key \"{}\" (supported: method, model, "
           "num_speculative_tokens, max_model_len, prompt_lookup_min, prompt_lookup_max, "
-          "draft_policy, draft_free_tokens)",
+          "draft_policy, draft_free_tokens, ngram_rule)",
           key));
     }
   }
@@ -85,6 +89,9 @@ Status ResolveSpeculativeConfig(SpeculativeConfig& c) {
   if (c.draft_policy != "adaptive" && c.draft_policy != "fixed")
     return InvalidArgumentError(fmt::format(
         "speculative draft_policy must be adaptive or fixed, got '{}'", c.draft_policy));
+  if (c.ngram_rule != "vote" && c.ngram_rule != "earliest")
+    return InvalidArgumentError(
+        fmt::format("speculative ngram_rule must be vote or earliest, got '{}'", c.ngram_rule));
   if (!(c.draft_free_tokens >= 1.0 && c.draft_free_tokens <= 1e6))
     return InvalidArgumentError(fmt::format(
         "speculative draft_free_tokens must be in [1, 1e6], got {}", c.draft_free_tokens));

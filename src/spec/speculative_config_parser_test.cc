@@ -64,6 +64,21 @@ TEST(SpeculativeConfigParserTest, DraftPolicy) {
   EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"draft_policy": 1})", c).ok());
 }
 
+TEST(SpeculativeConfigParserTest, NgramRule) {
+  SpeculativeConfig c;
+  EXPECT_EQ(c.ngram_rule, "vote");
+  ASSERT_TRUE(
+      MergeSpeculativeConfigJson(
+          R"({"method": "ngram", "num_speculative_tokens": 4, "ngram_rule": "earliest"})", c)
+          .ok());
+  ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
+  EXPECT_EQ(c.ngram_rule, "earliest");
+  SpeculativeConfig bad = c;
+  bad.ngram_rule = "latest";
+  EXPECT_FALSE(ResolveSpeculativeConfig(bad).ok());
+  EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"ngram_rule": 2})", c).ok());
+}
+
 TEST(SpeculativeConfigParserTest, Errors) {
   SpeculativeConfig c;
   EXPECT_FALSE(MergeSpeculativeConfigJson("not json", c).ok());
