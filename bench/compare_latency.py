@@ -4,7 +4,12 @@ GGUF files, measured back to back in one run. Prints a Markdown table of medians
 
 Usage:
   bench/compare_latency.py --llama-bench /path/to/llama-bench [--threads 2] [--pp 512] [--tg 128]
-      [--depth 0] [--reps 5] [--flash-attn 1] model1.gguf [model2.gguf ...]
+      [--depth 0] [--reps 5] [--rounds 1] [--flash-attn 1] model1.gguf [model2.gguf ...]
+
+--rounds N alternates the engines N times per model (pagellm, llama.cpp, pagellm, ...), each
+time with --reps repetitions; the table gives the median t/s of each engine over the rounds and
+the median of the per-round ratios. On a machine whose memory bus is shared with other VMs the
+bandwidth moves between minutes; ratios of adjacent runs are what stays comparable.
 
 llama.cpp is built outside this repository (see docs/BENCHMARKING.md); nothing of it is
 committed here.
@@ -59,6 +64,8 @@ def main():
     p.add_argument("--tg", type=int, default=128)
     p.add_argument("--depth", type=int, default=0)
     p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="alternate the engines this many times per model (medians over rounds)")
     p.add_argument("--flash-attn", type=int, default=1)
     p.add_argument("--bandwidth-gbs", type=float, default=0.0,
                    help="measured read bandwidth roofline, for the %% column")
@@ -69,21 +76,42 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     commit = "?"
     for m in a.models:
-        ppp, ptg, wbytes = pagellm(a.pagellm, m, a)
-        lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
+        rounds = []  # (pagellm pp, pagellm tg, llama pp, llama tg) per round
+        wbytes = 0
+        for _ in range(a.rounds):
+            ppp, ptg, wbytes = pagellm(a.pagellm, m, a)
+            lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
+            rounds.append((ppp, ptg, lpp, ltg))
+
+        def med(i):
+            vals = [r[i] for r in rounds if r[i]]
+            return statistics.median(vals) if vals else None
+
+        def ratio(i, j):
+            vals = [r[i] / r[j] for r in rounds if r[i] and r[j]]
+            return statistics.median(vals) if vals else None
+
+        ppp, ptg, lpp, ltg = med(0), med(1), med(2), med(3)
         if a.pp > 0 and ppp and lpp:
-            pp_cells = f"{ppp:.1f} | {lpp:.1f} | {ppp / lpp:.2f}x"
+            pp_cells = f"{ppp:.1f} | {lpp:.1f} | {ratio(0, 2):.2f}x"
         else:  # --pp 0: decode only (e.g. tg at a context depth)
             pp_cells = "- | - | -"
         if a.tg > 0 and ptg and ltg:
             gbs = ptg * wbytes / 1e9
             roof = f" ({100 * gbs / a.bandwidth_gbs:.0f}% of roofline)" if a.bandwidth_gbs else ""
-            tg_cells = f"{ptg:.2f} | {ltg:.2f} | {ptg / ltg:.2f}x | {gbs:.1f}{roof}"
+            tg_cells = f"{ptg:.2f} | {ltg:.2f} | {ratio(1, 3):.2f}x | {gbs:.1f}{roof}"
         else:  # --tg 0: prefill only
             tg_cells = "- | - | - | -"
         print(f"| {os.path.basename(m)} | {pp_cells} | {tg_cells} |")
+        if a.rounds > 1:
+            per = ", ".join(
+                f"{r[1] / r[3]:.2f}x" if a.tg > 0 and r[1] and r[3] else f"{r[0] / r[2]:.2f}x"
+                for r in rounds)
+            print(f"|   per round | {per} |")
         sys.stdout.flush()
-    print(f"\nllama.cpp build {commit}; threads {a.threads}; medians of {a.reps} runs each.")
+    print(f"\nllama.cpp build {commit}; threads {a.threads}; medians of {a.reps} runs each"
+          + (f", {a.rounds} alternating rounds (median t/s, median of per-round ratios)."
+             if a.rounds > 1 else "."))
 
 
 if __name__ == "__main__":
