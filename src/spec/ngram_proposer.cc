@@ -10,6 +10,9 @@ namespace pagellm {
 
 namespace {
 
+// Occurrences that vote (the latest ones); see the header.
+constexpr size_t kMaxVotes = 64;
+
 // Length of the longest common suffix of seq[0, e) and seq[0, len), capped at `cap` (<= e);
 // 0 when seq[e - 1] differs from the last token.
 inline size_t SuffixMatch(std::span<const int32_t> seq, size_t e, size_t cap) {
@@ -70,21 +73,27 @@ std::vector<int32_t> NgramProposer::ProposeByVote(std::span<const int32_t> token
   seq.reserve(tokens.size() + limit);
   std::vector<int32_t> out;
   out.reserve(limit);
-  // (follower token, occurrence end) of every occurrence of the longest matched n-gram.
+  // (follower token, occurrence end) of the latest kMaxVotes occurrences of the longest
+  // matched n-gram.
   std::vector<std::pair<int32_t, size_t>> followers;
+  followers.reserve(kMaxVotes);
   while (out.size() < limit) {
     const std::span<const int32_t> s(seq);
     const size_t len = s.size();
     size_t best_n = 0;
     followers.clear();
-    for (size_t e = 1; e < len; ++e) {
+    // Latest occurrence first: once kMaxVotes occurrences of a max_n match are in, nothing
+    // earlier can change the vote (no match is longer than max_n), which bounds the scan on
+    // long runs and cycles.
+    for (size_t e = len - 1; e >= 1; --e) {
       const size_t n = SuffixMatch(s, e, std::min(max_n, e));
       if (n < min_n || n < best_n) continue;
       if (n > best_n) {
         best_n = n;
         followers.clear();
       }
-      followers.emplace_back(s[e], e);
+      if (followers.size() < kMaxVotes) followers.emplace_back(s[e], e);
+      if (best_n == max_n && followers.size() == kMaxVotes) break;
     }
     if (followers.empty()) break;
     // Most frequent follower; among equals the one whose latest occurrence is latest. After

@@ -14,7 +14,7 @@
 // Vote rule (pagellm, the engine's default; "earliest" above is vLLM's): drafts are chosen one
 // token at a time. For the sequence so far (tokens, then the drafts already chosen) find the
 // longest n in [min_n, max_n] whose final n-gram occurred earlier, and draft the token that
-// followed those occurrences most often (ties: the one that followed most recently); append
+// followed its latest 64 occurrences most often (ties: the one that followed most recently); append
 // it and repeat, up to k. Where vLLM copies the span after one occurrence and stops at the
 // sequence end, the vote (a) keeps going past the end (a run "a a a" drafts k more "a"s, a
 // cycle keeps cycling), (b) follows what usually came next rather than what came first, and
@@ -25,9 +25,11 @@
 // Cost: one pass over the sequence per match (earliest) or per drafted token (vote): for each
 // candidate end position, a backward comparison of at most max_n tokens, O(len * max_n) worst
 // case (a run of one repeated token), O(len) typical since most positions fail on their first
-// token; vote adds sorting the followers of the matched n-gram. Microseconds per request at
-// the context lengths this engine serves; no allocation besides the result and one copy of
-// the sequence (vote).
+// token; vote adds sorting at most 64 followers, and its backward scan stops once it holds 64
+// occurrences of a max_n match. Measured (k = 8, n 1..4, one core): 32K tokens of a 3-cycle
+// 0.007 ms, of one repeated token 0.017 ms, of random ids 0.19 ms (without the 64 cap: 0.97,
+// 3.4 and 0.15 ms). No allocation besides the result, the follower list and one copy of the
+// sequence (vote).
 #pragma once
 
 #include <cstdint>

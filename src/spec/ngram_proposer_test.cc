@@ -74,6 +74,13 @@ TEST(NgramProposerTest, VoteDraftsTheMostFrequentFollowerPastTheEnd) {
   // The longest match decides which occurrences vote: "9 3" (then 4) beats the 1-gram "3"
   // (followed by 6 twice).
   EXPECT_EQ(NgramProposer(1, 2, 1, vote).Propose(Ids{9, 3, 4, 3, 6, 3, 6, 9, 3}), (Ids{4}));
+  // Only the latest 64 occurrences vote: "1" was followed by 2 a hundred times, then by 3
+  // seventy times.
+  Ids long_seq;
+  for (int i = 0; i < 100; ++i) long_seq.insert(long_seq.end(), {1, 2});
+  for (int i = 0; i < 70; ++i) long_seq.insert(long_seq.end(), {1, 3});
+  long_seq.push_back(1);
+  EXPECT_EQ(NgramProposer(1, 1, 1, vote).Propose(long_seq), (Ids{3}));
   // No match, min_n and the caps behave as in vLLM's rule.
   EXPECT_EQ(NgramProposer(1, 3, 4, vote).Propose(Ids{1, 2, 3, 4}), Ids{});
   EXPECT_EQ(NgramProposer(2, 3, 2, vote).Propose(Ids{4, 1, 2, 3, 9, 3}), Ids{});
@@ -110,8 +117,8 @@ Ids Reference(const Ids& tokens, int min_n, int max_n, int k) {
 }
 
 // The vote rule by its definition: extend the sequence one token at a time; for n from max_n
-// down to min_n, count the tokens that followed every earlier occurrence of the last n tokens;
-// the first n with any occurrence decides: most frequent, ties to the latest occurrence.
+// down to min_n, count the tokens that followed the latest 64 earlier occurrences of the last n
+// tokens; the first n with any occurrence decides: most frequent, ties to the latest occurrence.
 Ids VoteReference(const Ids& tokens, int min_n, int max_n, int k) {
   Ids seq = tokens;
   Ids out;
@@ -121,12 +128,14 @@ Ids VoteReference(const Ids& tokens, int min_n, int max_n, int k) {
     for (int n = max_n; n >= min_n && !drafted; --n) {
       if (n > len - 1) continue;
       std::vector<int> count(16, 0), latest(16, -1);
-      for (int s = 0; s + n <= len - 1; ++s) {
+      int votes = 0;
+      for (int s = len - 1 - n; s >= 0 && votes < 64; --s) {
         bool match = true;
         for (int j = 0; j < n && match; ++j) match = seq[s + j] == seq[len - n + j];
         if (match) {
           ++count[seq[s + n]];
-          latest[seq[s + n]] = s + n;
+          latest[seq[s + n]] = std::max(latest[seq[s + n]], s + n);
+          ++votes;
         }
       }
       int best = -1;
@@ -152,7 +161,8 @@ TEST(NgramProposerTest, VoteMatchesBruteForceOnRandomSequences) {
   int nonempty = 0;
   for (int trial = 0; trial < 3000; ++trial) {
     const int alphabet = 2 + trial % 5;
-    const int len = static_cast<int>(rng() % 40);
+    // Up to 200 tokens over 2-6 symbols: long enough for the 64-occurrence cap to bind.
+    const int len = static_cast<int>(rng() % (trial % 3 == 0 ? 200 : 40));
     Ids tokens(len);
     for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % alphabet);
     const int min_n = 1 + static_cast<int>(rng() % 3);
