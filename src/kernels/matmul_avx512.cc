@@ -628,47 +628,8 @@ template <typename TokensFn>
 inline void ForTokenTiles(int64_t t0, int64_t t1, TokensFn&& tokens) {
   int64_t t = t0;
   for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
-  switch (t1 - t) {
-    case 0:
-      break;
-    case 1:
-      tokens(std::integral_constant<int, 1>(), t);
-      break;
-    case 2:
-      tokens(std::integral_constant<int, 2>(), t);
-      break;
-    case 3:
-      tokens(std::integral_constant<int, 3>(), t);
-      break;
-    case 4:
-      tokens(std::integral_constant<int, 4>(), t);
-      break;
-    case 5:
-      tokens(std::integral_constant<int, 5>(), t);
-      break;
-    case 6:
-      tokens(std::integral_constant<int, 6>(), t);
-      break;
-    case 7:
-      tokens(std::integral_constant<int, 7>(), t);
-      break;
-    case 8:
-      tokens(std::integral_constant<int, 8>(), t);
-      break;
-    case 9:
-      tokens(std::integral_constant<int, 9>(), t);
-      break;
-    case 10:
-      tokens(std::integral_constant<int, 10>(), t);
-      break;
-    case 11:
-      tokens(std::integral_constant<int, 11>(), t);
-      break;
-    default:
-      CHECK(false) << "token tail " << (t1 - t);
-  }
+  if (t < t1) WithTileSize<kT - 1>(t1 - t, [&](auto tile) { tokens(tile, t); });
 }
-static_assert(kT == 12, "ForTokenTiles' tail switch covers token tails 1..11");
 
 template <DType kType>
 void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
@@ -735,25 +696,13 @@ void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
 
 template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  switch (t1 - t0) {
-    case 1:
-      Decode<kType, 1>(a, r0, r1, t0);
-      return;
-    case 2:
-      Decode<kType, 2>(a, r0, r1, t0);
-      return;
-    case 3:
-      Decode<kType, 3>(a, r0, r1, t0);
-      return;
-    case 4:
-      Decode<kType, 4>(a, r0, r1, t0);
-      return;
-    default:
-      Prefill<kType>(a, r0, r1, t0, t1);
+  if (t1 - t0 > kDecodeMaxTokens) {
+    Prefill<kType>(a, r0, r1, t0, t1);
+    return;
   }
+  WithTileSize<kDecodeMaxTokens>(
+      t1 - t0, [&](auto tile) { Decode<kType, decltype(tile)::value>(a, r0, r1, t0); });
 }
-
-static_assert(kDecodeMaxTokens == 4, "Block's switch covers the decode order's token counts");
 
 }  // namespace
 

@@ -15,11 +15,27 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/weight_matrix.h"
+#include "pagellm/check.h"
 #include "pagellm/dtype.h"
 
 namespace pagellm::kernels_internal {
+
+// Calls fn(std::integral_constant<int, N>()) with N == n, for n in [1, kMax]: turns a runtime
+// tile size (tokens of a tail tile, of a decode step) into the compile-time one the kernels are
+// templated on. n outside the range is a bug.
+template <int kMax, typename Fn>
+inline void WithTileSize(int64_t n, Fn&& fn) {
+  CHECK(n >= 1 && n <= kMax) << "tile size " << n << " outside [1, " << kMax << "]";
+  // One comparison per candidate size; the first match calls fn and stops the fold.
+  const auto dispatch = [&]<int... kI>(std::integer_sequence<int, kI...>) {
+    (void)((n == kI + 1 && (fn(std::integral_constant<int, kI + 1>()), true)) || ...);
+  };
+  dispatch(std::make_integer_sequence<int, kMax>());
+}
 
 // ---- Quantized activations ------------------------------------------------------------------
 //

@@ -307,35 +307,11 @@ void PanelTokens(const PackedBlock* panel, const QuantActsLayout& l, const uint8
   for (; t + kT <= nt; t += kT) {
     PanelTile<kT>(panel, l, act0 + t * l.bytes, valid, y + t * ys, ys);
   }
+  if (t == nt) return;
   const uint8_t* act = act0 + t * l.bytes;
   float* yt = y + t * ys;
-  switch (nt - t) {
-    case 0:
-      break;
-    case 1:
-      PanelTile<1>(panel, l, act, valid, yt, ys);
-      break;
-    case 2:
-      PanelTile<2>(panel, l, act, valid, yt, ys);
-      break;
-    case 3:
-      PanelTile<3>(panel, l, act, valid, yt, ys);
-      break;
-    case 4:
-      PanelTile<4>(panel, l, act, valid, yt, ys);
-      break;
-    case 5:
-      PanelTile<5>(panel, l, act, valid, yt, ys);
-      break;
-    case 6:
-      PanelTile<6>(panel, l, act, valid, yt, ys);
-      break;
-    case 7:
-      PanelTile<7>(panel, l, act, valid, yt, ys);
-      break;
-    default:
-      CHECK(false) << "token tail " << (nt - t);
-  }
+  WithTileSize<kT - 1>(
+      nt - t, [&](auto tile) { PanelTile<decltype(tile)::value>(panel, l, act, valid, yt, ys); });
 }
 
 // Per-thread panel storage, grown on demand.
@@ -531,32 +507,9 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
       for (int64_t t = 0; t < nt; t += 8) {
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
-        switch (std::min<int64_t>(8, nt - t)) {
-          case 1:
-            DirectPackedAny<kType, 1>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 2:
-            DirectPackedAny<kType, 2>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 3:
-            DirectPackedAny<kType, 3>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 4:
-            DirectPackedAny<kType, 4>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 5:
-            DirectPackedAny<kType, 5>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 6:
-            DirectPackedAny<kType, 6>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          case 7:
-            DirectPackedAny<kType, 7>(group, pl, l, act, valid, yt, w.rows);
-            break;
-          default:
-            DirectPackedAny<kType, 8>(group, pl, l, act, valid, yt, w.rows);
-            break;
-        }
+        WithTileSize<8>(std::min<int64_t>(8, nt - t), [&](auto tile) {
+          DirectPackedAny<kType, decltype(tile)::value>(group, pl, l, act, valid, yt, w.rows);
+        });
       }
       continue;
     }
@@ -581,21 +534,10 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
   for (int64_t r = r0; r < r1; r += kRows) {
     const RowGroup g = MakeRowGroup(w, r, r1);
     float* y = a.y + t0 * w.rows + r;
-    switch (nt <= kDirectMaxTokens ? nt : 0) {
-      case 1:
-        Direct<kType, 1>(g, ws, l, act0, y, w.rows);
-        continue;
-      case 2:
-        Direct<kType, 2>(g, ws, l, act0, y, w.rows);
-        continue;
-      case 3:
-        Direct<kType, 3>(g, ws, l, act0, y, w.rows);
-        continue;
-      case 4:
-        Direct<kType, 4>(g, ws, l, act0, y, w.rows);
-        continue;
-      default:
-        break;
+    if (nt <= kDirectMaxTokens) {
+      WithTileSize<kDirectMaxTokens>(
+          nt, [&](auto tile) { Direct<kType, decltype(tile)::value>(g, ws, l, act0, y, w.rows); });
+      continue;
     }
     PackedBlock* panel = PanelScratch(l.nb);
     const uint8_t* ahead = g.rows[0] + kRows * ws + kPrefetchBytes;
