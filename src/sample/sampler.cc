@@ -83,10 +83,8 @@ void Sampler::ProcessLogits(std::span<const float> logits, const SamplingInput& 
 
 void Sampler::ApplyPenalties(const SamplingInput& input) {
   const SamplingParams& p = input.params;
+  if (!HasPenalties(p)) return;
   const bool repetition = p.repetition_penalty != 1.0f;
-  const bool frequency = p.frequency_penalty != 0.0f;
-  const bool presence = p.presence_penalty != 0.0f;
-  if (!repetition && !frequency && !presence) return;
 
   constexpr uint8_t kInPrompt = 1, kInOutput = 2;
   const size_t vocab = work_.size();
@@ -328,9 +326,7 @@ int32_t Sampler::GreedyToken(std::span<const float> logits, const SamplingInput&
   const SamplingParams& p = input.params;
   const bool min_tokens_active = static_cast<int64_t>(input.output_ids.size()) < p.min_tokens &&
                                  (!input.eos_ids.empty() || !p.stop_token_ids.empty());
-  const bool penalties =
-      p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f;
-  if (!p.logit_bias.empty() || min_tokens_active || penalties) {
+  if (!p.logit_bias.empty() || min_tokens_active || HasPenalties(p)) {
     ProcessLogits(logits, input);
     return Argmax();
   }

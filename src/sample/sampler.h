@@ -119,6 +119,11 @@ class Sampler {
   // Steps 2-3: copies `logits` into work_ and applies bias, min_tokens and penalties.
   void ProcessLogits(std::span<const float> logits, const SamplingInput& input);
   void ApplyPenalties(const SamplingInput& input);
+  // Whether any repetition / frequency / presence penalty is set.
+  static bool HasPenalties(const SamplingParams& p) {
+    return p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+           p.presence_penalty != 0.0f;
+  }
   // Lowest id among the largest work_ values.
   int32_t Argmax() const;
   // Step 5: fills cand_ with the kept tokens in ascending id order (and block_sums_); returns
