@@ -169,7 +169,7 @@ void EngineCore::SampleRequest(const ScheduledRequest& sched, const float* logit
 }
 
 int32_t EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_row,
-                                  Sampler& sampler, std::vector<float>& scratch, EngineOutput& out,
+                                  Sampler& sampler, VerifyScratch& scratch, EngineOutput& out,
                                   SampledTokens& sampled, SpecDecodeStats& stats) {
   RequestState& st = *states_.at(sched.request_id);
   const Request* req = scheduler_->GetRequest(sched.request_id);
@@ -179,14 +179,16 @@ int32_t EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_r
       std::span<const int32_t>(sched.token_ids).last(static_cast<size_t>(d));
   // Target distribution at each verified position; row j sees drafts[0..j) as outputs (for
   // penalties and min_tokens), as if the target had generated them.
-  std::vector<int32_t> outputs(req->output_token_ids().begin(), req->output_token_ids().end());
+  std::vector<int32_t>& outputs = scratch.outputs;
+  outputs.assign(req->output_token_ids().begin(), req->output_token_ids().end());
   const size_t num_outputs = outputs.size();
   outputs.insert(outputs.end(), drafts.begin(), drafts.end());
   const bool greedy = Sampler::IsGreedy(st.params);
   RejectionResult rr;
   if (greedy) {
     // Only the target's greedy token per position matters: no probability rows.
-    std::vector<int32_t> targets(static_cast<size_t>(d) + 1);
+    std::vector<int32_t>& targets = scratch.targets;
+    targets.resize(static_cast<size_t>(d) + 1);
     for (int32_t j = 0; j <= d; ++j) {
       const SamplingInput in{st.params, req->prompt_token_ids(),
                              std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
@@ -195,19 +197,20 @@ int32_t EngineCore::VerifyRequest(const ScheduledRequest& sched, int32_t first_r
     }
     rr = VerifyGreedy(drafts, targets);
   } else {
-    scratch.resize(static_cast<size_t>(d + 1) * vocab);
+    std::vector<float>& probs = scratch.probs;
+    probs.resize(static_cast<size_t>(d + 1) * vocab);
     for (int32_t j = 0; j <= d; ++j) {
       const SamplingInput in{st.params, req->prompt_token_ids(),
                              std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids_};
       sampler.ComputeProbs(std::span<const float>(forward_out_.row(first_row + j), vocab), in,
-                           std::span<float>(scratch.data() + int64_t{j} * vocab, vocab));
+                           std::span<float>(probs.data() + int64_t{j} * vocab, vocab));
     }
     std::span<const float> draft_probs;
     if (!st.draft_probs.empty()) {
       CHECK_GE(st.draft_probs.size(), static_cast<size_t>(d) * vocab);
       draft_probs = std::span<const float>(st.draft_probs).first(static_cast<size_t>(d) * vocab);
     }
-    rr = RejectionSample(drafts, draft_probs, scratch, vocab, /*greedy=*/false, st.rng);
+    rr = RejectionSample(drafts, draft_probs, probs, vocab, /*greedy=*/false, st.rng);
   }
   st.draft_probs.clear();
   stats.ObserveDraft(d, rr.num_accepted);

@@ -150,12 +150,18 @@ class EngineCore {
   // Samples one token for a scheduled request and runs its stop check.
   void SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
                      EngineOutput& out, SampledTokens& sampled);
+  // Per pool thread, reused by every verification it runs (no allocation per request).
+  struct VerifyScratch {
+    std::vector<float> probs;      // [k+1][vocab] target probabilities (sampled requests)
+    std::vector<int32_t> outputs;  // the request's output ids followed by its drafts
+    std::vector<int32_t> targets;  // [k+1] target greedy tokens (greedy requests)
+  };
   // Speculative decoding: verifies a request's num_spec_tokens drafts against the target rows
   // [first_row, first_row + drafts] (rejection sampling), then appends the emitted tokens one
   // by one through the stop check, which may cut the run short.
   // Returns the number of drafts accepted.
   int32_t VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
-                        std::vector<float>& scratch, EngineOutput& out, SampledTokens& sampled,
+                        VerifyScratch& scratch, EngineOutput& out, SampledTokens& sampled,
                         SpecDecodeStats& stats);
   // After a step's update: the draft model catches up on the verified tokens (finished
   // requests included, so cached blocks hold draft KV too), then drafts for the next step, as
@@ -188,8 +194,8 @@ class EngineCore {
   std::unique_ptr<DraftModelProposer> draft_;
   std::unique_ptr<NgramProposer> ngram_;
   SpecDecodeStats spec_stats_;
-  AdaptiveDraftPolicy draft_policy_;  // drafts per request and step (adaptive or fixed k)
-  std::vector<std::vector<float>> verify_scratch_;  // per pool thread: [k+1][vocab]
+  AdaptiveDraftPolicy draft_policy_;           // drafts per request and step (adaptive or fixed k)
+  std::vector<VerifyScratch> verify_scratch_;  // per pool thread
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;
