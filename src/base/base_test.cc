@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "base/huge_page_buffer.h"
 #include "base/thread_pool.h"
 #include "pagellm/status.h"
 
@@ -30,7 +31,9 @@ TEST(StatusTest, PropagatesErrors) {
   EXPECT_EQ(s.WithContext("file.gguf").message(), "file.gguf: not positive");
 }
 
-TEST(StatusDeathTest, CheckAborts) { EXPECT_DEATH(CHECK(1 == 2) << "boom", "boom"); }
+TEST(StatusDeathTest, CheckAborts) {
+  EXPECT_DEATH(CHECK(1 == 2) << "boom", "boom");
+}
 
 TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
   for (int threads : {1, 2, 3}) {
@@ -45,6 +48,26 @@ TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
       for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 20) << threads << " " << n;
     }
   }
+}
+
+// A huge-page buffer starts on a 2 MiB boundary, is writable over its whole size, moves
+// without copying, and ReleasePages keeps anonymous contents.
+TEST(HugePageBufferTest, AlignedWritableMovable) {
+  const size_t bytes = (size_t{5} << 20) + 123;
+  HugePageBuffer a(bytes);
+  ASSERT_NE(a.data(), nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a.data()) % (size_t{2} << 20), 0u);
+  EXPECT_EQ(a.size(), bytes);
+  for (size_t i = 0; i < bytes; i += 4096) a.data()[i] = static_cast<uint8_t>(i / 4096);
+  a.data()[bytes - 1] = 77;
+  uint8_t* const p = a.data();
+  HugePageBuffer b = std::move(a);
+  EXPECT_EQ(a.data(), nullptr);
+  EXPECT_EQ(b.data(), p);
+  ReleasePages(b.data(), b.size());
+  for (size_t i = 0; i < bytes; i += 4096) ASSERT_EQ(b.data()[i], static_cast<uint8_t>(i / 4096));
+  EXPECT_EQ(b.data()[bytes - 1], 77);
+  EXPECT_EQ(HugePageBuffer(0).data(), nullptr);
 }
 
 TEST(HalfTest, RoundTrips) {

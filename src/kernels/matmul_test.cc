@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/half.h"
+#include "base/huge_page_buffer.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
@@ -302,7 +303,8 @@ TEST(MatMulTest, BatchAndThreadInvariant) {
 
 // Weights packed at load time (kernels/packed_weights.h) give the unpacked kernels' results
 // bit for bit, for every token count (decode and panel paths), ragged last groups, odd block
-// counts, and any thread split; matrices the kernels do not pack come back unchanged.
+// counts, and any thread split; matrices the kernels do not pack come back as a plain copy
+// of the same bytes on huge pages (unchanged with PAGELLM_HUGE_PAGES=0).
 TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
   if (!MatMulUsesPackedWeights(DType::kQ8_0)) GTEST_SKIP() << "no packed kernels on this CPU";
   std::mt19937 rng(9);
@@ -338,11 +340,23 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
       }
     }
   }
-  OwnedWeights f = RandomWeights(rng, DType::kF16, 8, 64);
-  PackedWeights none;
-  none.Add(f.w);
-  EXPECT_EQ(&none.Get(f.w), &f.w);
-  EXPECT_EQ(none.bytes(), 0);
+  OwnedWeights f = RandomWeights(rng, DType::kF16, 40, 96);
+  PackedWeights copies;
+  copies.Add(f.w);
+  const WeightMatrix& fw = copies.Get(f.w);
+  EXPECT_EQ(fw.packed, nullptr);
+  if (!HugePagesEnabled()) {
+    EXPECT_EQ(&fw, &f.w);
+    EXPECT_EQ(copies.bytes(), 0);
+    return;
+  }
+  ASSERT_NE(fw.data, f.w.data);
+  EXPECT_EQ(copies.bytes(), f.w.nbytes());
+  ASSERT_EQ(0, std::memcmp(fw.data, f.w.data, static_cast<size_t>(f.w.nbytes())));
+  const std::vector<float> x = RandomVector(rng, 5 * f.w.cols);
+  const std::vector<float> ref = RunMatMul(SimdLevel::kAvx512, f.w, x, 5, &pool);
+  const std::vector<float> y = RunMatMul(SimdLevel::kAvx512, fw, x, 5, &pool);
+  ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), ref.size() * sizeof(float)));
 }
 
 // MatMulMany (several matrices, one dispatch, activations prepared once) writes bitwise what

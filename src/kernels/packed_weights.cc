@@ -5,6 +5,7 @@
 #include <string>
 
 #include "base/cpu_features.h"
+#include "base/huge_page_buffer.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -54,23 +55,41 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
   }
 }
 
-void PackedWeights::FreeDeleter::operator()(uint8_t* p) const {
-  std::free(p);
-}
-
 void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
-  if (w.data == nullptr || w.rows == 0 || !MatMulUsesPackedWeights(w.dtype)) return;
+  if (w.data == nullptr || w.rows == 0) return;
   if (map_.count(w.data) != 0) return;  // tied matrices share one copy
-  const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
-  const int64_t n = l.groups * l.group_bytes;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(n)));
-  CHECK(p != nullptr) << "out of memory packing " << n << " bytes of weights";
-  PackQuantWeights(w, p, pool);
-  buffers_.emplace_back(p);
   WeightMatrix pw = w;
-  pw.packed = p;
+  if (MatMulUsesPackedWeights(w.dtype)) {
+    const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
+    HugePageBuffer buf(static_cast<size_t>(l.groups * l.group_bytes));
+    CHECK(buf.data() != nullptr) << "out of memory packing " << buf.size() << " bytes of weights";
+    PackQuantWeights(w, buf.data(), pool);
+    pw.packed = buf.data();
+    buffers_.push_back(std::move(buf));
+  } else if (HugePagesEnabled()) {
+    // The same rows, moved from the file mapping (4 KiB pages) onto huge pages.
+    HugePageBuffer buf(static_cast<size_t>(w.nbytes()));
+    CHECK(buf.data() != nullptr) << "out of memory copying " << buf.size() << " bytes of weights";
+    const int64_t row_bytes = w.row_bytes();
+    auto copy_rows = [&](int64_t r0, int64_t r1) {
+      std::memcpy(buf.data() + r0 * row_bytes, w.row(r0),
+                  static_cast<size_t>((r1 - r0) * row_bytes));
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(w.rows, 64, copy_rows);
+    } else {
+      copy_rows(0, w.rows);
+    }
+    pw.data = buf.data();
+    buffers_.push_back(std::move(buf));
+  } else {
+    return;
+  }
+  // The kernels never read the original again; the loader's file pages can go (resident
+  // memory stays at one copy of the weights; a tied embedding refaults the rows it looks up).
+  ReleasePages(w.data, static_cast<size_t>(w.nbytes()));
+  bytes_ += static_cast<int64_t>(buffers_.back().size());
   map_.emplace(w.data, pw);
-  bytes_ += n;
 }
 
 }  // namespace pagellm

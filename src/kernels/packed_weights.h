@@ -17,10 +17,10 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <unordered_map>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/weight_matrix.h"
 
@@ -51,12 +51,14 @@ bool MatMulUsesPackedWeights(DType dtype);
 // (may be null) packs groups in parallel.
 void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
 
-// Owns packed copies of a model's matrices. Add() every matrix once (at load); then Get(w)
-// returns w with `packed` set, or w itself when it has no packed copy.
+// Owns load-time copies of a model's matrices, all on huge pages (base/huge_page_buffer.h).
+// Add() every matrix once (at load); then Get(w) returns w with `packed` set (a packed copy),
+// or with `data` pointing to a plain copy on huge pages, or w itself when it has no copy.
 class PackedWeights {
  public:
-  // Packs w if the active kernels use a packed layout for its type; otherwise does nothing.
-  // pool (may be null) packs in parallel.
+  // Packs w if the active kernels use a packed layout for its type; otherwise, unless
+  // PAGELLM_HUGE_PAGES=0, copies its rows unchanged onto huge pages (the file mapping has
+  // 4 KiB pages). pool (may be null) works in parallel.
   void Add(const WeightMatrix& w, ThreadPool* pool = nullptr);
   const WeightMatrix& Get(const WeightMatrix& w) const {
     if (map_.empty()) return w;
@@ -66,11 +68,8 @@ class PackedWeights {
   int64_t bytes() const { return bytes_; }
 
  private:
-  struct FreeDeleter {
-    void operator()(uint8_t* p) const;
-  };
   std::unordered_map<const uint8_t*, WeightMatrix> map_;
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
+  std::vector<HugePageBuffer> buffers_;
   int64_t bytes_ = 0;
 };
 

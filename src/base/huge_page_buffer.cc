@@ -1,0 +1,80 @@
+#include "base/huge_page_buffer.h"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+namespace pagellm {
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
+bool HugePagesEnabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("PAGELLM_HUGE_PAGES");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+  }();
+  return enabled;
+}
+
+void AdviseHugePages(void* p, size_t bytes) {
+  if (!HugePagesEnabled() || bytes < kHugePage) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
+  // A hint: where THP is unavailable the call fails and the memory stays on small pages.
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
+void ReleasePages(const void* p, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+}
+
+HugePageBuffer::HugePageBuffer(size_t bytes) {
+  if (bytes == 0) return;
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  // Over-map by one huge page and trim, so the buffer starts on a 2 MiB boundary.
+  const size_t span = rounded + kHugePage;
+  void* p = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return;
+  const uintptr_t raw = reinterpret_cast<uintptr_t>(p);
+  const uintptr_t aligned = (raw + kHugePage - 1) & ~(kHugePage - 1);
+  if (aligned > raw) ::munmap(p, aligned - raw);
+  const uintptr_t tail = aligned + rounded;
+  if (raw + span > tail) ::munmap(reinterpret_cast<void*>(tail), raw + span - tail);
+  data_ = reinterpret_cast<uint8_t*>(aligned);
+  size_ = bytes;
+  mapped_ = rounded;
+  AdviseHugePages(data_, mapped_);
+}
+
+HugePageBuffer::~HugePageBuffer() {
+  Release();
+}
+
+HugePageBuffer::HugePageBuffer(HugePageBuffer&& o) noexcept {
+  *this = std::move(o);
+}
+
+HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& o) noexcept {
+  if (this != &o) {
+    Release();
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+    mapped_ = std::exchange(o.mapped_, 0);
+  }
+  return *this;
+}
+
+void HugePageBuffer::Release() {
+  if (data_ != nullptr) ::munmap(data_, mapped_);
+  data_ = nullptr;
+  size_ = 0;
+  mapped_ = 0;
+}
+
+}  // namespace pagellm
