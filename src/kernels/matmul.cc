@@ -30,11 +30,14 @@ constexpr int64_t kTokenBlockBytes = 512 << 10;
 constexpr int64_t kAvx512FloatTokenBlockBytes = 8 << 20;
 // Task row ranges are multiples of this many row tiles.
 constexpr int64_t kRowTilesPerSplit = 4;
-// Row-range tasks per pool thread. More, smaller tasks let the thread that is not slowed down
-// (by another VM on the memory bus, or a preempted vCPU) take over the other's share before
-// the op's barrier: batch-1 decode of Llama-3.2-1B on 2 threads, 4 vs 2 per thread, same
-// minutes: F16 +8-12%, Q4_0 +9-12%, Q8_0 +10%; 6 and 16 no better than 4; pp512 unchanged.
-constexpr int64_t kTasksPerThread = 4;
+// Guided self-scheduling of row ranges (see MatMulManyAtLevel): each task takes this share of
+// the remaining rows per thread. (Equal tasks, 4 per thread, had been +8-12% over 2 per thread
+// in batch-1 decode; 6 and 16 were no better than 4: a thread slowed for a moment must be able
+// to hand its tail to the other, but every task start restarts a weight stream.)
+constexpr int64_t kGuidedShare = 2;
+// Tasks are at least 1 / kMaxGuidedTasks of the units, so a call has at most this many (plus
+// one per matrix where a cut falls at its end).
+constexpr int64_t kMaxGuidedTasks = 512;
 
 struct Plan {
   MatMulBlockFn block = nullptr;
@@ -160,34 +163,47 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     for (int i = 0; i < num_outs; ++i) args[i].qx = qx;
   }
 
-  // Contiguous row ranges aligned to whole row tiles, a few per thread over all matrices
-  // together: the pool hands tasks out dynamically, which evens out a thread that gets
-  // descheduled. Each matrix is cut into ranges of the same size (its last one shorter).
+  // Contiguous row ranges aligned to whole row tiles, cut over all matrices together by
+  // guided self-scheduling: each task takes 1 / (kGuidedShare * threads) of the rows still
+  // unassigned (at least min_units, never across matrices). The pool hands tasks out in order,
+  // so long streams come first and the last tasks are single units: a thread slowed down (by
+  // another VM on the memory bus, a preempted vCPU) leaves at most one unit to wait for at the
+  // op's barrier. Ranges depend only on the shapes and the thread count.
   const int64_t align = plan.row_tile * kRowTilesPerSplit;
   int64_t units = 0;
   for (int i = 0; i < num_outs; ++i) units += (outs[i].w->rows + align - 1) / align;
-  const int64_t want_tasks = threads > 1 ? std::min<int64_t>(units, threads * kTasksPerThread) : 1;
-  const int64_t rows_per_task = (units + want_tasks - 1) / want_tasks * align;
-  int64_t first_task[kMaxMatMulOutputs + 1];
-  first_task[0] = 0;
-  for (int i = 0; i < num_outs; ++i) {
-    first_task[i + 1] = first_task[i] + (outs[i].w->rows + rows_per_task - 1) / rows_per_task;
+  struct TaskRange {
+    int m;
+    int64_t r0, r1;
+  };
+  TaskRange task_ranges[kMaxGuidedTasks + kMaxMatMulOutputs];
+  const int64_t min_units = (units + kMaxGuidedTasks - 1) / kMaxGuidedTasks;
+  int64_t tasks = 0;
+  int64_t assigned = 0;  // units, over all matrices
+  for (int m = 0; m < num_outs; ++m) {
+    const int64_t rows = outs[m].w->rows;
+    const int64_t m_units = (rows + align - 1) / align;
+    for (int64_t u = 0; u < m_units;) {
+      int64_t size = m_units - u;
+      if (threads > 1) {
+        const int64_t share = kGuidedShare * threads;
+        size = std::min(size, std::max(min_units, (units - assigned + share - 1) / share));
+      }
+      CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
+      task_ranges[tasks++] = {m, u * align, std::min(rows, (u + size) * align)};
+      u += size;
+      assigned += size;
+    }
   }
-  const int64_t tasks = first_task[num_outs];
   // Token blocks as large as the kernels' cache blocking allows, whole token tiles.
   const int64_t tt = plan.token_tile;
   const int64_t block_tokens =
       std::max<int64_t>(tt, plan.token_block_bytes / act_bytes_per_token / tt * tt);
 
   auto run = [&](int64_t task, int) {
-    int m = 0;
-    while (task >= first_task[m + 1]) ++m;
-    const WeightMatrix& w = *outs[m].w;
-    const int64_t r0 = (task - first_task[m]) * rows_per_task;
-    const int64_t r1 = std::min(w.rows, r0 + rows_per_task);
-    if (r0 >= r1) return;
+    const TaskRange& tr = task_ranges[task];
     for (int64_t t0 = 0; t0 < n_tokens; t0 += block_tokens) {
-      plan.block(args[m], r0, r1, t0, std::min(n_tokens, t0 + block_tokens));
+      plan.block(args[tr.m], tr.r0, tr.r1, t0, std::min(n_tokens, t0 + block_tokens));
     }
   };
   if (tasks > 1 && threads > 1) {
