@@ -34,6 +34,7 @@
 
 #include "base/cpu_features.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/packed_weights.h"
 #include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx512 {
@@ -521,6 +522,38 @@ void PackWeightsT(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t p0, int
 }
 static_assert(kChunk == 512, "PackWeightsT's chunk loop");
 
+// As PackWeightsT for F16 weights with a lane-layout copy (packed_weights.h), whose 16-row
+// groups already hold each k's rows side by side: the panel is a widening copy, no transpose.
+// r0 is a multiple of 16 (a lane group); rows past r1 are left zero like PackWeightsT's.
+void PackWeightsFromLanes(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1,
+                          float* out) {
+  CHECK_EQ(r0 % 16, 0);
+  const F16LaneLayout pl = GetF16LaneLayout(w.rows, w.cols);
+  const int64_t K = p1 - p0;
+  const int64_t steps = (K + 15) / 16;
+  const int64_t rows = (r1 - r0 + kGroupRows - 1) / kGroupRows * kGroupRows;
+  for (int64_t rr = 0; rr < rows; rr += 16) {
+    const bool in_range = r0 + rr < r1;
+    const uint8_t* src = w.packed + (r0 + rr) / 16 * pl.group_bytes + p0 / 16 * 512;
+    float* g = out + (rr / kGroupRows) * kGroupRows * 16 * steps + rr % kGroupRows;
+    for (int64_t c = 0; kChunk * c < K; ++c) {
+      const int64_t kc = kChunk * c;
+      const int64_t steps_c = (std::min(kChunk, K - kc) + 15) / 16;
+      float* dst = g + c * kGroupRows * kChunk;
+      for (int64_t s = 0; s < steps_c; ++s) {
+        const uint8_t* step = src + (kc / 16 + s) * 512;
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) {
+          const __m512 v = in_range ? _mm512_cvtph_ps(_mm256_load_si256(
+                                          reinterpret_cast<const __m256i*>(step + 32 * j)))
+                                    : _mm512_setzero_ps();
+          _mm512_store_ps(dst + (j * steps_c + s) * kGroupRows, v);
+        }
+      }
+    }
+  }
+}
+
 // One chunk of 32 rows (panel wp, the chunk's residue 0) x T tokens (xp: [t][kChunk]) with
 // steps 16-k steps: adds the chunk sums into y (y = S_0 when first).
 template <int T>
@@ -643,7 +676,11 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
       CHECK_LE((re - rb + kGroupRows - 1) / kGroupRows * kGroupRows * ((p1 - p0 + 15) / 16) * 16 *
                    static_cast<int64_t>(sizeof(float)),
                kLanePanelBytes);
-      PackWeightsT<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+      if (kType == DType::kF16 && a.w->packed != nullptr) {
+        PackWeightsFromLanes(*a.w, rb, re, p0, p1, scratch.panel);
+      } else {
+        PackWeightsT<kType>(*a.w, rb, re, p0, p1, scratch.panel);
+      }
       for (int64_t k0 = p0; k0 < p1; k0 += kChunk) {
         const int64_t k1 = std::min(p1, k0 + kChunk);
         auto tokens = [&](auto tile, int64_t t) {
@@ -658,7 +695,8 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
 
 template <DType kType>
 void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  if (!(kType == DType::kBF16 && UseBf16Dot()) && UseLanePrefill()) {
+  if (!(kType == DType::kBF16 && UseBf16Dot()) &&
+      (UseLanePrefill() || (kType == DType::kF16 && a.w->packed != nullptr))) {
     LanePrefill<kType>(a, r0, r1, t0, t1);
     return;
   }
@@ -698,6 +736,10 @@ template <DType kType>
 void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   if (t1 - t0 > kDecodeMaxTokens) {
     Prefill<kType>(a, r0, r1, t0, t1);
+    return;
+  }
+  if (kType == DType::kF16 && a.w->packed != nullptr) {
+    DecodeF16Lanes(a, r0, r1, t0, t1);
     return;
   }
   WithTileSize<kDecodeMaxTokens>(

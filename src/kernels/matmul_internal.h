@@ -113,6 +113,9 @@ void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 // Needs AVX512_VNNI (vpdpbusd); the dispatcher falls back to avx2 without it.
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out);
+// F16 weights with a lane-layout copy (w->packed, packed_weights.h), 1..4 tokens; r0 is a
+// multiple of 16. Same results as MatMulFloatBlock on the row-major weights.
+void DecodeF16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 }  // namespace avx512
 
 }  // namespace pagellm::kernels_internal

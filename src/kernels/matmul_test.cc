@@ -340,7 +340,8 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
       }
     }
   }
-  OwnedWeights f = RandomWeights(rng, DType::kF16, 40, 96);
+  // Types without a packed layout get a plain copy on huge pages.
+  OwnedWeights f = RandomWeights(rng, DType::kBF16, 40, 96);
   PackedWeights copies;
   copies.Add(f.w);
   const WeightMatrix& fw = copies.Get(f.w);
@@ -357,6 +358,43 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
   const std::vector<float> ref = RunMatMul(SimdLevel::kAvx512, f.w, x, 5, &pool);
   const std::vector<float> y = RunMatMul(SimdLevel::kAvx512, fw, x, 5, &pool);
   ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), ref.size() * sizeof(float)));
+}
+
+// F16 weights in the lane layout (16 rows in the lanes) give the row-major AVX-512 kernels'
+// results bit for bit: decode (1-4 tokens, every residue-pass width), prefill, cols that are
+// not a multiple of 16 or of the 512 chunk, ragged last groups, any thread split; each token
+// alone equals its row of the batch.
+TEST(MatMulTest, F16LaneLayoutBitwiseIdentical) {
+  if (!MatMulUsesPackedWeights(DType::kF16)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::mt19937 rng(21);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{1, 16},    {16, 64},   {17, 100}, {40, 288}, {130, 544},
+                          {33, 1000}, {64, 2048}, {200, 37}, {48, 1536}};
+  const int64_t token_counts[] = {1, 2, 3, 4, 5, 13, 37};
+  for (const Shape& s : shapes) {
+    OwnedWeights ow = RandomWeights(rng, DType::kF16, s.rows, s.cols);
+    PackedWeights packed;
+    packed.Add(ow.w);
+    const WeightMatrix& pw = packed.Get(ow.w);
+    ASSERT_NE(pw.packed, nullptr);
+    for (int64_t n : token_counts) {
+      SCOPED_TRACE(Name(SimdLevel::kAvx512, DType::kF16, s.rows, s.cols, n));
+      const std::vector<float> x = RandomVector(rng, n * s.cols);
+      const std::vector<float> ref = RunMatMul(SimdLevel::kAvx512, ow.w, x, n, nullptr);
+      const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, pw, x, n, nullptr);
+      const std::vector<float> y2 = RunMatMul(SimdLevel::kAvx512, pw, x, n, &pool);
+      ASSERT_EQ(0, std::memcmp(ref.data(), y1.data(), ref.size() * sizeof(float)));
+      ASSERT_EQ(0, std::memcmp(ref.data(), y2.data(), ref.size() * sizeof(float)));
+      for (int64_t tok = 0; tok < n; tok += 3) {
+        const std::vector<float> xt(x.begin() + tok * s.cols, x.begin() + (tok + 1) * s.cols);
+        const std::vector<float> yt = RunMatMul(SimdLevel::kAvx512, pw, xt, 1, &pool);
+        ASSERT_EQ(0, std::memcmp(yt.data(), ref.data() + tok * s.rows, s.rows * sizeof(float)));
+      }
+    }
+  }
 }
 
 // MatMulMany (several matrices, one dispatch, activations prepared once) writes bitwise what

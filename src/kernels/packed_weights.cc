@@ -11,14 +11,35 @@
 namespace pagellm {
 
 bool MatMulUsesPackedWeights(DType dtype) {
-  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0) return false;
+  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0 && dtype != DType::kF16) return false;
   // PAGELLM_PACKED_WEIGHTS=0 keeps the original layout (A/B benchmarks of the packing).
   static const bool disabled = [] {
     const char* e = std::getenv("PAGELLM_PACKED_WEIGHTS");
     return e != nullptr && std::string(e) == "0";
   }();
   if (disabled) return false;
-  return ActiveSimdLevel() == SimdLevel::kAvx512 && GetCpuFeatures().avx512_vnni;
+  if (ActiveSimdLevel() != SimdLevel::kAvx512) return false;
+  return dtype == DType::kF16 || GetCpuFeatures().avx512_vnni;
+}
+
+void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
+  CHECK(w.dtype == DType::kF16) << DTypeName(w.dtype);
+  const F16LaneLayout l = GetF16LaneLayout(w.rows, w.cols);
+  auto pack_groups = [&](int64_t g0, int64_t g1) {
+    for (int64_t gi = g0; gi < g1; ++gi) {
+      auto* g = reinterpret_cast<uint16_t*>(out + gi * l.group_bytes);
+      std::memset(g, 0, static_cast<size_t>(l.group_bytes));
+      for (int lane = 0; lane < 16 && gi * 16 + lane < w.rows; ++lane) {
+        const uint8_t* row = w.row(gi * 16 + lane);
+        for (int64_t k = 0; k < w.cols; ++k) std::memcpy(g + 16 * k + lane, row + 2 * k, 2);
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(l.groups, 16, pack_groups);
+  } else {
+    pack_groups(0, l.groups);
+  }
 }
 
 void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
@@ -59,7 +80,14 @@ void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
   if (w.data == nullptr || w.rows == 0) return;
   if (map_.count(w.data) != 0) return;  // tied matrices share one copy
   WeightMatrix pw = w;
-  if (MatMulUsesPackedWeights(w.dtype)) {
+  if (w.dtype == DType::kF16 && MatMulUsesPackedWeights(w.dtype)) {
+    const F16LaneLayout l = GetF16LaneLayout(w.rows, w.cols);
+    HugePageBuffer buf(static_cast<size_t>(l.groups * l.group_bytes));
+    CHECK(buf.data() != nullptr) << "out of memory packing " << buf.size() << " bytes of weights";
+    PackF16Lanes(w, buf.data(), pool);
+    pw.packed = buf.data();
+    buffers_.push_back(std::move(buf));
+  } else if (MatMulUsesPackedWeights(w.dtype)) {
     const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
     HugePageBuffer buf(static_cast<size_t>(l.groups * l.group_bytes));
     CHECK(buf.data() != nullptr) << "out of memory packing " << buf.size() << " bytes of weights";

@@ -1,4 +1,5 @@
-// Weights re-laid out once, at load time, for the AVX-512 VNNI Q8_0 / Q4_0 kernels.
+// Weights re-laid out once, at load time, for the AVX-512 VNNI Q8_0 / Q4_0 kernels and the
+// AVX-512 F16 kernels.
 //
 // The row-major GGUF layout keeps each row's blocks together, but the kernels compute 16 rows
 // at a time, one int32 lane per row, which needs every 32-block of a 16-row group transposed
@@ -14,6 +15,13 @@
 //   scales [nb][16] fp16: row 16g + r's block scale d.
 // Rows past the matrix end are zero. The packed copy has the same size as the original up to
 // the padding of the last group.
+//
+// F16 (F16LaneLayout): the float kernels sum k = j (mod 16) in lane j of a register per row
+// (matmul_avx512.cc); with 16 rows in the lanes instead, each residue's chain runs for 16 rows
+// at once and the tree over residues becomes vertical adds (no horizontal sums, one linear
+// stream per task). Groups of 16 rows, group g at packed + g * group_bytes; in a group, the 16
+// rows' weights at k are 16 fp16 (32 bytes) at byte offset 32 * k, i.e. a 512 k chunk is a
+// 16 KiB region [step s][residue j][row]. k >= cols and rows past the matrix end are zero.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +51,23 @@ inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t
   l.groups = (rows + 15) / 16;
   return l;
 }
+
+struct F16LaneLayout {
+  int64_t steps = 0;        // 16-k steps per row: ceil(cols / 16)
+  int64_t group_bytes = 0;  // 512 * steps
+  int64_t groups = 0;
+};
+
+inline F16LaneLayout GetF16LaneLayout(int64_t rows, int64_t cols) {
+  F16LaneLayout l;
+  l.steps = (cols + 15) / 16;
+  l.group_bytes = 512 * l.steps;
+  l.groups = (rows + 15) / 16;
+  return l;
+}
+
+// Writes the lane layout of F16 matrix w (groups * group_bytes bytes) to out.
+void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
 
 // True if the active SIMD level's kernels read a packed copy of weights of this type.
 bool MatMulUsesPackedWeights(DType dtype);
