@@ -38,6 +38,9 @@ constexpr int64_t kGuidedShare = 2;
 // Tasks are at least 1 / kMaxGuidedTasks of the units, so a call has at most this many (plus
 // one per matrix where a cut falls at its end).
 constexpr int64_t kMaxGuidedTasks = 512;
+// Calls with more tokens than this (prefill) split rows into equal tasks instead.
+constexpr int64_t kGuidedMaxTokens = 16;
+constexpr int64_t kPrefillTasksPerThread = 4;
 
 struct Plan {
   MatMulBlockFn block = nullptr;
@@ -177,7 +180,14 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     int64_t r0, r1;
   };
   TaskRange task_ranges[kMaxGuidedTasks + kMaxMatMulOutputs];
-  const int64_t min_units = (units + kMaxGuidedTasks - 1) / kMaxGuidedTasks;
+  int64_t min_units = (units + kMaxGuidedTasks - 1) / kMaxGuidedTasks;
+  // Prefill is bound by arithmetic, not by a shared bus, and a short task repeats per-task
+  // work (weight panel packing, activation tile copies) on fewer rows: there no task is under
+  // 1 / (kPrefillTasksPerThread * threads) of the rows (single-unit tails cost F16 pp512 ~2%).
+  if (n_tokens > kGuidedMaxTokens) {
+    const int64_t tasks_wanted = kPrefillTasksPerThread * threads;
+    min_units = std::max(min_units, (units + tasks_wanted - 1) / tasks_wanted);
+  }
   int64_t tasks = 0;
   int64_t assigned = 0;  // units, over all matrices
   for (int m = 0; m < num_outs; ++m) {
