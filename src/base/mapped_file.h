@@ -1,4 +1,6 @@
-// Read-only memory mapping of a whole file (weights are used in place, never copied).
+// Read-only memory mapping of a whole file. The loader points tensors into it; the CPU backend
+// then copies the matrices it multiplies onto huge pages (kernels/packed_weights.h) and hands
+// these file pages back.
 #pragma once
 
 #include <cstddef>
