@@ -301,6 +301,24 @@ TEST(MatMulTest, BatchAndThreadInvariant) {
   }
 }
 
+// n random tokens through the packed matrix pw at the AVX-512 level, without and with a pool,
+// equal bit for bit to the original w at ref_level; each token alone (every third) gives its
+// row of the batch result.
+void ExpectPackedMatches(std::mt19937& rng, SimdLevel ref_level, const WeightMatrix& w,
+                         const WeightMatrix& pw, int64_t n, ThreadPool* pool) {
+  const std::vector<float> x = RandomVector(rng, n * w.cols);
+  const std::vector<float> ref = RunMatMul(ref_level, w, x, n, nullptr);
+  const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, pw, x, n, nullptr);
+  const std::vector<float> y2 = RunMatMul(SimdLevel::kAvx512, pw, x, n, pool);
+  ASSERT_EQ(0, std::memcmp(ref.data(), y1.data(), ref.size() * sizeof(float)));
+  ASSERT_EQ(0, std::memcmp(ref.data(), y2.data(), ref.size() * sizeof(float)));
+  for (int64_t tok = 0; tok < n; tok += 3) {
+    const std::vector<float> xt(x.begin() + tok * w.cols, x.begin() + (tok + 1) * w.cols);
+    const std::vector<float> yt = RunMatMul(SimdLevel::kAvx512, pw, xt, 1, pool);
+    ASSERT_EQ(0, std::memcmp(yt.data(), ref.data() + tok * w.rows, w.rows * sizeof(float)));
+  }
+}
+
 // Weights packed at load time (kernels/packed_weights.h) give the unpacked kernels' results
 // bit for bit, for every token count (decode and panel paths), ragged last groups, odd block
 // counts, and any thread split; matrices the kernels do not pack come back as a plain copy
@@ -325,18 +343,8 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
       ASSERT_EQ(pw.data, ow.w.data);
       for (int64_t n : token_counts) {
         SCOPED_TRACE(Name(SimdLevel::kAvx512, t, s.rows, s.cols, n));
-        const std::vector<float> x = RandomVector(rng, n * s.cols);
-        const std::vector<float> ref = RunMatMul(SimdLevel::kScalar, ow.w, x, n, nullptr);
-        const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, pw, x, n, nullptr);
-        const std::vector<float> y2 = RunMatMul(SimdLevel::kAvx512, pw, x, n, &pool);
-        ASSERT_EQ(0, std::memcmp(ref.data(), y1.data(), ref.size() * sizeof(float)));
-        ASSERT_EQ(0, std::memcmp(ref.data(), y2.data(), ref.size() * sizeof(float)));
-        // Each token alone gives its row of the batch result.
-        for (int64_t tok = 0; tok < n; tok += 3) {
-          const std::vector<float> xt(x.begin() + tok * s.cols, x.begin() + (tok + 1) * s.cols);
-          const std::vector<float> yt = RunMatMul(SimdLevel::kAvx512, pw, xt, 1, &pool);
-          ASSERT_EQ(0, std::memcmp(yt.data(), ref.data() + tok * s.rows, s.rows * sizeof(float)));
-        }
+        ExpectPackedMatches(rng, SimdLevel::kScalar, ow.w, pw, n, &pool);
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -382,17 +390,8 @@ TEST(MatMulTest, F16LaneLayoutBitwiseIdentical) {
     ASSERT_NE(pw.packed, nullptr);
     for (int64_t n : token_counts) {
       SCOPED_TRACE(Name(SimdLevel::kAvx512, DType::kF16, s.rows, s.cols, n));
-      const std::vector<float> x = RandomVector(rng, n * s.cols);
-      const std::vector<float> ref = RunMatMul(SimdLevel::kAvx512, ow.w, x, n, nullptr);
-      const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, pw, x, n, nullptr);
-      const std::vector<float> y2 = RunMatMul(SimdLevel::kAvx512, pw, x, n, &pool);
-      ASSERT_EQ(0, std::memcmp(ref.data(), y1.data(), ref.size() * sizeof(float)));
-      ASSERT_EQ(0, std::memcmp(ref.data(), y2.data(), ref.size() * sizeof(float)));
-      for (int64_t tok = 0; tok < n; tok += 3) {
-        const std::vector<float> xt(x.begin() + tok * s.cols, x.begin() + (tok + 1) * s.cols);
-        const std::vector<float> yt = RunMatMul(SimdLevel::kAvx512, pw, xt, 1, &pool);
-        ASSERT_EQ(0, std::memcmp(yt.data(), ref.data() + tok * s.rows, s.rows * sizeof(float)));
-      }
+      ExpectPackedMatches(rng, SimdLevel::kAvx512, ow.w, pw, n, &pool);
+      if (HasFatalFailure()) return;
     }
   }
 }
