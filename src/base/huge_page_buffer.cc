@@ -9,6 +9,16 @@
 namespace pagellm {
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
+
+// Advises the whole 2 MiB pages inside [p, p + bytes) to be backed by huge pages (no-op when
+// disabled). A hint: where THP is unavailable the call fails and the memory stays on small pages.
+void AdviseHugePages(void* p, size_t bytes) {
+  if (!HugePagesEnabled() || bytes < kHugePage) return;
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 }  // namespace
 
 bool HugePagesEnabled() {
@@ -17,14 +27,6 @@ bool HugePagesEnabled() {
     return e == nullptr || std::strcmp(e, "0") != 0;
   }();
   return enabled;
-}
-
-void AdviseHugePages(void* p, size_t bytes) {
-  if (!HugePagesEnabled() || bytes < kHugePage) return;
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kHugePage - 1) & ~(kHugePage - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kHugePage - 1);
-  // A hint: where THP is unavailable the call fails and the memory stays on small pages.
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 void ReleasePages(const void* p, size_t bytes) {

@@ -37,10 +37,6 @@ class HugePageBuffer {
   size_t mapped_ = 0;
 };
 
-// Advises the whole 2 MiB pages inside [p, p + bytes) to be backed by huge pages (no-op when
-// disabled); for mappings made elsewhere, such as the KV cache.
-void AdviseHugePages(void* p, size_t bytes);
-
 // Asks the kernel to reclaim the whole pages inside [p, p + bytes) (MADV_PAGEOUT) once their
 // contents live elsewhere, e.g. weights copied out of a file mapping. Contents are kept: a
 // later read of a file-backed page faults it back in from the file. A hint; errors are ignored.

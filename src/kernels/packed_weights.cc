@@ -9,6 +9,19 @@
 #include "pagellm/check.h"
 
 namespace pagellm {
+namespace {
+
+// fn(begin, end) over [0, n): split across pool's threads, or in one call without a pool.
+template <typename Fn>
+void ForRanges(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
+  if (pool != nullptr) {
+    pool->ParallelFor(n, grain, fn);
+  } else {
+    fn(int64_t{0}, n);
+  }
+}
+
+}  // namespace
 
 bool MatMulUsesPackedWeights(DType dtype) {
   if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0 && dtype != DType::kF16) return false;
@@ -35,11 +48,7 @@ void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
       }
     }
   };
-  if (pool != nullptr) {
-    pool->ParallelFor(l.groups, 16, pack_groups);
-  } else {
-    pack_groups(0, l.groups);
-  }
+  ForRanges(pool, l.groups, 16, pack_groups);
 }
 
 void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
@@ -69,54 +78,45 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
       }
     }
   };
-  if (pool != nullptr) {
-    pool->ParallelFor(l.groups, 16, pack_groups);
-  } else {
-    pack_groups(0, l.groups);
-  }
+  ForRanges(pool, l.groups, 16, pack_groups);
 }
 
 void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
   if (w.data == nullptr || w.rows == 0) return;
   if (map_.count(w.data) != 0) return;  // tied matrices share one copy
-  WeightMatrix pw = w;
-  if (w.dtype == DType::kF16 && MatMulUsesPackedWeights(w.dtype)) {
+  const bool packs = MatMulUsesPackedWeights(w.dtype);
+  if (!packs && !HugePagesEnabled()) return;
+  int64_t bytes = w.nbytes();  // a plain copy of the rows, moved onto huge pages
+  if (packs && w.dtype == DType::kF16) {
     const F16LaneLayout l = GetF16LaneLayout(w.rows, w.cols);
-    HugePageBuffer buf(static_cast<size_t>(l.groups * l.group_bytes));
-    CHECK(buf.data() != nullptr) << "out of memory packing " << buf.size() << " bytes of weights";
-    PackF16Lanes(w, buf.data(), pool);
-    pw.packed = buf.data();
-    buffers_.push_back(std::move(buf));
-  } else if (MatMulUsesPackedWeights(w.dtype)) {
+    bytes = l.groups * l.group_bytes;
+  } else if (packs) {
     const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
-    HugePageBuffer buf(static_cast<size_t>(l.groups * l.group_bytes));
-    CHECK(buf.data() != nullptr) << "out of memory packing " << buf.size() << " bytes of weights";
-    PackQuantWeights(w, buf.data(), pool);
+    bytes = l.groups * l.group_bytes;
+  }
+  HugePageBuffer buf(static_cast<size_t>(bytes));
+  CHECK(buf.data() != nullptr) << "out of memory copying " << bytes << " bytes of weights";
+  WeightMatrix pw = w;
+  if (packs) {
+    if (w.dtype == DType::kF16) {
+      PackF16Lanes(w, buf.data(), pool);
+    } else {
+      PackQuantWeights(w, buf.data(), pool);
+    }
     pw.packed = buf.data();
-    buffers_.push_back(std::move(buf));
-  } else if (HugePagesEnabled()) {
-    // The same rows, moved from the file mapping (4 KiB pages) onto huge pages.
-    HugePageBuffer buf(static_cast<size_t>(w.nbytes()));
-    CHECK(buf.data() != nullptr) << "out of memory copying " << buf.size() << " bytes of weights";
+  } else {
     const int64_t row_bytes = w.row_bytes();
-    auto copy_rows = [&](int64_t r0, int64_t r1) {
+    ForRanges(pool, w.rows, 64, [&](int64_t r0, int64_t r1) {
       std::memcpy(buf.data() + r0 * row_bytes, w.row(r0),
                   static_cast<size_t>((r1 - r0) * row_bytes));
-    };
-    if (pool != nullptr) {
-      pool->ParallelFor(w.rows, 64, copy_rows);
-    } else {
-      copy_rows(0, w.rows);
-    }
+    });
     pw.data = buf.data();
-    buffers_.push_back(std::move(buf));
-  } else {
-    return;
   }
+  buffers_.push_back(std::move(buf));
   // The kernels never read the original again; the loader's file pages can go (resident
   // memory stays at one copy of the weights; a tied embedding refaults the rows it looks up).
   ReleasePages(w.data, static_cast<size_t>(w.nbytes()));
-  bytes_ += static_cast<int64_t>(buffers_.back().size());
+  bytes_ += bytes;
   map_.emplace(w.data, pw);
 }
 
