@@ -188,6 +188,7 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     const int64_t tasks_wanted = kPrefillTasksPerThread * threads;
     min_units = std::max(min_units, (units + tasks_wanted - 1) / tasks_wanted);
   }
+  const int64_t share = kGuidedShare * threads;
   int64_t tasks = 0;
   int64_t assigned = 0;  // units, over all matrices
   for (int m = 0; m < num_outs; ++m) {
@@ -196,7 +197,6 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     for (int64_t u = 0; u < m_units;) {
       int64_t size = m_units - u;
       if (threads > 1) {
-        const int64_t share = kGuidedShare * threads;
         size = std::min(size, std::max(min_units, (units - assigned + share - 1) / share));
       }
       CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
