@@ -38,7 +38,8 @@ constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many s
 // prefetches that region as if it were consumed linearly, this far ahead of the next group.
 // The lines land in L2 (they outrun L1). 64 KiB (1-4 groups ahead) against 16 KiB, batch-1
 // decode of Llama-3.2-1B on 2 threads, alternating in the same minutes: Q4_0 +1.4-7.9% in 7 of
-// 7 rounds, Q8_0 +1.1-2.4% in 3 of 3; 128 and 256 KiB no better.
+// 7 rounds, Q8_0 +1.1-2.4% in 3 of 3; 128 and 256 KiB no better. The prefetch stops at the end
+// of the task's rows (PrefetchAhead): Q4_0 decode +3-6% (5 quiet-bus rounds).
 constexpr int64_t kPrefetchBytes = 65536;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
@@ -56,6 +57,14 @@ inline void PrefetchRange(const uint8_t* p) {
   for (int64_t i = 0; i < (kBytes + 63) / 64; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(p + 64 * i), _MM_HINT_T0);
   }
+}
+
+// Prefetches the lines of the packed pair at p + kPrefetchBytes, unless that lies at or past
+// stop (the end of the task's rows): beyond it are rows that another task streams, maybe on
+// the other core, and a short task would spend its prefetches there instead of on its own rows.
+template <int64_t kPairBytes>
+inline void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
+  if (stop - p > kPrefetchBytes) PrefetchRange<kPairBytes>(p + kPrefetchBytes);
 }
 
 inline int32_t LoadI32(const uint8_t* p) {
@@ -335,7 +344,7 @@ PackedBlock* PanelScratch(int64_t blocks) {
 template <DType kType>
 inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, int64_t blk,
                             PackedBlock* out) {
-  const uint8_t* codes = group + blk * pl.code_bytes;
+  const uint8_t* codes = group + pl.CodeOffset(blk);
   if constexpr (kType == DType::kQ8_0) {
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) out->u[j] = _mm512_load_si512(codes + 64 * j);
@@ -349,27 +358,37 @@ inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, i
     }
   }
   out->dw = _mm512_cvtph_ps(
-      _mm256_load_si256(reinterpret_cast<const __m256i*>(group + pl.scale_offset + 32 * blk)));
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(group + pl.ScaleOffset(blk))));
 }
 
-// Decode over a packed group: T tokens, blocks streamed in order; the stream is linear across
-// groups, so prefetching a fixed distance ahead runs into the next group's codes.
+// Decode over a packed group: T tokens, pairs of blocks streamed in order; the stream is linear
+// across the task's groups, so prefetching a fixed distance ahead runs into the next group.
 template <DType kType, int T>
 void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
-                  const uint8_t* act, int valid, float* y, int64_t ys) {
+                  const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
+  constexpr int64_t kPairBytes = 2 * (kType == DType::kQ8_0 ? 512 : 256) + 64;
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* ahead = group + kPrefetchBytes;
-  for (int64_t blk = 0; blk < l.nb; ++blk) {
-    constexpr int64_t kCodeBytes = kType == DType::kQ8_0 ? 512 : 256;
-    PrefetchRange<kCodeBytes>(ahead + blk * kCodeBytes);
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + pl.scale_offset + 32 * blk), _MM_HINT_T0);
+  for (int64_t blk = 0; blk < l.nb; blk += 2) {
+    PrefetchAhead<kPairBytes>(group + (blk >> 1) * kPairBytes, stop);
     PackedBlock pb;
     LoadPackedBlock<kType>(group, pl, blk, &pb);
     AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
+    if (blk + 1 == l.nb) break;
+    LoadPackedBlock<kType>(group, pl, blk + 1, &pb);
+    AccumulateBlock<T>(pb, act, l.bytes, l, blk + 1, acc);
   }
   StoreRows<T>(acc, valid, y, ys);
+}
+
+// s + dpbusd(u, broadcast(the int32 at p)) with the broadcast as the instruction's memory
+// operand ({1to16}): GCC emits a separate vpbroadcastd for the intrinsic form, one more uop
+// per dot product in the batch-1 Q4_0 loop. With the single code load in AccumulateQ4Block:
+// the L2-resident Q4_0 GEMV (kernels_bench gemv/Q4_0/512x2048/t1/hot) 72-75 -> 79-81 GB/s.
+inline __m512i DpbusdBroadcast(__m512i s, __m512i u, const uint8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return s;
 }
 
 // Decode over a packed Q4_0 group, T tokens. Per block the 4 code registers q[k] are split
@@ -391,7 +410,8 @@ inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* ac
   __m512i lo[4], hi[4];
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    const __m512i q = _mm512_load_si512(codes + 64 * k);
+    __m512i q = _mm512_load_si512(codes + 64 * k);
+    asm("" : "+v"(q));  // one load: GCC would otherwise fold it into both ANDs (8 loads)
     lo[k] = _mm512_and_si512(q, lo_mask);
     hi[k] = _mm512_and_si512(q, hi_mask);
   }
@@ -408,8 +428,8 @@ inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* ac
 #pragma GCC unroll 2
       for (int t = 0; t < T; ++t) {
         const uint8_t* x = act + t * as + 32 * blk;
-        s[t] = _mm512_dpbusd_epi32(s[t], lo[k], _mm512_set1_epi32(LoadI32(x + 4 * k)));
-        h[t] = _mm512_dpbusd_epi32(h[t], hi[k], _mm512_set1_epi32(LoadI32(x + 16 + 4 * k)));
+        s[t] = DpbusdBroadcast(s[t], lo[k], x + 4 * k);
+        h[t] = DpbusdBroadcast(h[t], hi[k], x + 16 + 4 * k);
       }
     }
 #pragma GCC unroll 2
@@ -449,20 +469,21 @@ inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* ac
 
 template <int T>
 void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
-                    const uint8_t* act, int valid, float* y, int64_t ys) {
+                    const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
+  constexpr int64_t kPairBytes = 2 * 256 + 64;
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* ahead = group + kPrefetchBytes;
-  const uint8_t* scales = group + pl.scale_offset;
-  for (int64_t blk = 0; blk < l.nb; ++blk) {
-    PrefetchRange<256>(ahead + blk * 256);
-    // ... and the matching 32 bytes of the scale region, so that the prefetch runs exactly one
-    // group ahead (codes + scales) instead of falling 2 KB behind per group.
-    _mm_prefetch(reinterpret_cast<const char*>(ahead + pl.scale_offset + 32 * blk), _MM_HINT_T0);
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales + 32 * blk)));
-    AccumulateQ4Block<T>(group + blk * 256, dw, act, l.bytes, l, blk, acc);
+  for (int64_t blk = 0; blk < l.nb; blk += 2) {
+    const uint8_t* pair = group + (blk >> 1) * kPairBytes;
+    PrefetchAhead<kPairBytes>(pair, stop);
+    const __m512 dw0 =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 512)));
+    AccumulateQ4Block<T>(pair, dw0, act, l.bytes, l, blk, acc);
+    if (blk + 1 == l.nb) break;
+    const __m512 dw1 =
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 512 + 32)));
+    AccumulateQ4Block<T>(pair + 256, dw1, act, l.bytes, l, blk + 1, acc);
   }
   StoreRows<T>(acc, valid, y, ys);
 }
@@ -471,7 +492,7 @@ void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const Qua
 template <DType kType, int T>
 inline void DirectPackedAny(const uint8_t* group, const QuantPackedLayout& pl,
                             const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
-                            int64_t ys) {
+                            int64_t ys, const uint8_t* stop) {
   if constexpr (kType == DType::kQ4_0) {
     // PAGELLM_Q4_SPLIT_CHAINS=0: the generic kernel (A/B runs; identical results).
     static const bool split = [] {
@@ -479,12 +500,12 @@ inline void DirectPackedAny(const uint8_t* group, const QuantPackedLayout& pl,
       return e == nullptr || e[0] != '0';
     }();
     if (split) {
-      DirectPackedQ4<T>(group, pl, l, act, valid, y, ys);
+      DirectPackedQ4<T>(group, pl, l, act, valid, y, ys, stop);
     } else {
-      DirectPacked<kType, T>(group, pl, l, act, valid, y, ys);
+      DirectPacked<kType, T>(group, pl, l, act, valid, y, ys, stop);
     }
   } else {
-    DirectPacked<kType, T>(group, pl, l, act, valid, y, ys);
+    DirectPacked<kType, T>(group, pl, l, act, valid, y, ys, stop);
   }
 }
 
@@ -496,6 +517,8 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
   const QuantPackedLayout pl = GetQuantPackedLayout(kType, w.rows, w.cols);
   const int64_t nt = t1 - t0;
   const uint8_t* act0 = a.qx + t0 * l.bytes;
+  // End of the task's last group: the decode kernels prefetch no further.
+  const uint8_t* stop = w.packed + (r1 + kRows - 1) / kRows * pl.group_bytes;
   for (int64_t r = r0; r < r1; r += kRows) {
     const uint8_t* group = w.packed + (r / kRows) * pl.group_bytes;
     const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
@@ -508,7 +531,7 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
         WithTileSize<8>(std::min<int64_t>(8, nt - t), [&](auto tile) {
-          DirectPackedAny<kType, decltype(tile)::value>(group, pl, l, act, valid, yt, w.rows);
+          DirectPackedAny<kType, decltype(tile)::value>(group, pl, l, act, valid, yt, w.rows, stop);
         });
       }
       continue;

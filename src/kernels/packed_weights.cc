@@ -66,8 +66,8 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
         const uint8_t* row = w.row(gi * 16 + lane);
         for (int64_t b = 0; b < l.nb; ++b) {
           const uint8_t* blk = row + b * bb;
-          std::memcpy(g + l.scale_offset + b * 32 + 2 * lane, blk, 2);  // fp16 d
-          uint8_t* codes = g + b * l.code_bytes + 4 * lane;
+          std::memcpy(g + l.ScaleOffset(b) + 2 * lane, blk, 2);  // fp16 d
+          uint8_t* codes = g + l.CodeOffset(b) + 4 * lane;
           for (int j = 0; j < dwords; ++j) {
             uint32_t v;
             std::memcpy(&v, blk + 2 + 4 * j, 4);

@@ -7,14 +7,17 @@
 // products themselves at decode. The packed copy stores it already transposed, so a decode
 // step streams each group linearly with plain 64-byte loads.
 //
-// Layout (QuantPackedLayout): groups of 16 rows, group g at packed + g * group_bytes,
-//   codes  [nb][code_bytes]: Q8_0: 8 x 64 bytes u[j], lane r = the unsigned codes
+// Layout (QuantPackedLayout): groups of 16 rows, group g at packed + g * group_bytes, made of
+// ceil(nb / 2) pairs of blocks, each pair
+//   codes  [2][code_bytes]: Q8_0: 8 x 64 bytes u[j], lane r = the unsigned codes
 //          (w xor 0x80) of elements 4j..4j+3 of row 16g + r;  Q4_0: 4 x 64 bytes q[k], lane r
 //          = the raw nibble bytes 4k..4k+3 of row 16g + r (low nibbles: elements 4k..4k+3,
 //          high nibbles: 16+4k..19+4k).
-//   scales [nb][16] fp16: row 16g + r's block scale d.
-// Rows past the matrix end are zero. The packed copy has the same size as the original up to
-// the padding of the last group.
+//   scales [2][16] fp16: row 16g + r's block scale d.
+// so a task reads one linear stream of whole cache lines (scales next to their codes, not in a
+// second region), which the hardware prefetcher follows. Rows past the matrix end and the
+// second block of a last, odd pair are zero. The packed copy has the size of the original up
+// to the padding of the last group and pair.
 //
 // F16 (F16LaneLayout): the float kernels sum k = j (mod 16) in lane j of a register per row
 // (matmul_avx512.cc); with 16 rows in the lanes instead, each residue's chain runs for 16 rows
@@ -35,19 +38,24 @@
 namespace pagellm {
 
 struct QuantPackedLayout {
-  int64_t nb = 0;            // blocks of 32 per row
-  int64_t code_bytes = 0;    // per block of a group: 512 (Q8_0) or 256 (Q4_0)
-  int64_t scale_offset = 0;  // bytes from a group's start to its scales
-  int64_t group_bytes = 0;   // multiple of 64
+  int64_t nb = 0;           // blocks of 32 per row
+  int64_t code_bytes = 0;   // per block of a group: 512 (Q8_0) or 256 (Q4_0)
+  int64_t pair_bytes = 0;   // a pair of blocks: 2 x codes, then 2 x 16 fp16 scales (64 bytes)
+  int64_t group_bytes = 0;  // ceil(nb / 2) pairs
   int64_t groups = 0;
+  // Byte offsets of block blk's codes and of its 16 scales from the group's start.
+  int64_t CodeOffset(int64_t blk) const { return (blk >> 1) * pair_bytes + (blk & 1) * code_bytes; }
+  int64_t ScaleOffset(int64_t blk) const {
+    return (blk >> 1) * pair_bytes + 2 * code_bytes + (blk & 1) * 32;
+  }
 };
 
 inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t cols) {
   QuantPackedLayout l;
   l.nb = cols / 32;
   l.code_bytes = dtype == DType::kQ8_0 ? 512 : 256;
-  l.scale_offset = l.nb * l.code_bytes;
-  l.group_bytes = (l.scale_offset + l.nb * 32 + 63) / 64 * 64;
+  l.pair_bytes = 2 * l.code_bytes + 64;
+  l.group_bytes = (l.nb + 1) / 2 * l.pair_bytes;
   l.groups = (rows + 15) / 16;
   return l;
 }
