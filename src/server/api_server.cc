@@ -1,5 +1,9 @@
 #include "server/api_server.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 
 #include "fmt/format.h"
@@ -39,6 +43,8 @@ const char* ReasonPhrase(int status) {
       return status >= 500 ? "Internal Server Error" : "Bad Request";
   }
 }
+
+constexpr int kListenBacklog = 2048;  // uvicorn's default
 
 }  // namespace
 
@@ -89,6 +95,16 @@ Status ApiServer::Start() {
     spdlog::debug("{}:{} - \"{} {} {}\" {}", req.remote_addr, req.remote_port, req.method, req.path,
                   req.version, res.status);
   });
+  // httplib listens with a backlog of 5 (compiled into Debian's libcpp-httplib). A burst of
+  // clients connecting at once (a benchmark at concurrency 32) overflows it; the kernel then
+  // drops handshakes and some clients see their connection reset ("Read error"). The socket
+  // options hook sees the listening socket, so it is listened on again below with uvicorn's
+  // backlog (the kernel caps it at net.core.somaxconn).
+  int listen_socket = -1;
+  server_.set_socket_options([&listen_socket](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket = sock;
+  });
   if (config_.port == 0) {
     port_ = server_.bind_to_any_port(config_.host);
     if (port_ <= 0) return UnavailableError(fmt::format("cannot bind to {}", config_.host));
@@ -100,6 +116,10 @@ Status ApiServer::Start() {
                       config_.host, config_.port));
     port_ = config_.port;
   }
+  server_.set_socket_options(httplib::default_socket_options);  // the hook held a local
+  if (listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) != 0)
+    spdlog::warn("could not raise the listen backlog to {}: {}", kListenBacklog,
+                 std::strerror(errno));
   listen_thread_ = std::thread([this] { server_.listen_after_bind(); });
   return Status::Ok();
 }
