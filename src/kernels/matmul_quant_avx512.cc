@@ -366,7 +366,7 @@ inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, i
 template <DType kType, int T>
 void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
                   const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
-  constexpr int64_t kPairBytes = 2 * (kType == DType::kQ8_0 ? 512 : 256) + 64;
+  constexpr int64_t kPairBytes = QuantPackedPairBytes(kType);
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -470,7 +470,8 @@ inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* ac
 template <int T>
 void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
                     const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
-  constexpr int64_t kPairBytes = 2 * 256 + 64;
+  constexpr int64_t kPairBytes = QuantPackedPairBytes(DType::kQ4_0);
+  constexpr int64_t kCodeBytes = QuantPackedCodeBytes(DType::kQ4_0);
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -478,12 +479,12 @@ void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const Qua
     const uint8_t* pair = group + (blk >> 1) * kPairBytes;
     PrefetchAhead<kPairBytes>(pair, stop);
     const __m512 dw0 =
-        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 512)));
+        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 2 * kCodeBytes)));
     AccumulateQ4Block<T>(pair, dw0, act, l.bytes, l, blk, acc);
     if (blk + 1 == l.nb) break;
-    const __m512 dw1 =
-        _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 512 + 32)));
-    AccumulateQ4Block<T>(pair + 256, dw1, act, l.bytes, l, blk + 1, acc);
+    const __m512 dw1 = _mm512_cvtph_ps(
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 2 * kCodeBytes + 32)));
+    AccumulateQ4Block<T>(pair + kCodeBytes, dw1, act, l.bytes, l, blk + 1, acc);
   }
   StoreRows<T>(acc, valid, y, ys);
 }

@@ -50,11 +50,19 @@ struct QuantPackedLayout {
   }
 };
 
+// Bytes per block of a group's codes, and per pair of blocks (codes, then scales).
+constexpr int64_t QuantPackedCodeBytes(DType dtype) {
+  return dtype == DType::kQ8_0 ? 512 : 256;
+}
+constexpr int64_t QuantPackedPairBytes(DType dtype) {
+  return 2 * QuantPackedCodeBytes(dtype) + 64;
+}
+
 inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t cols) {
   QuantPackedLayout l;
   l.nb = cols / 32;
-  l.code_bytes = dtype == DType::kQ8_0 ? 512 : 256;
-  l.pair_bytes = 2 * l.code_bytes + 64;
+  l.code_bytes = QuantPackedCodeBytes(dtype);
+  l.pair_bytes = QuantPackedPairBytes(dtype);
   l.group_bytes = (l.nb + 1) / 2 * l.pair_bytes;
   l.groups = (rows + 15) / 16;
   return l;
