@@ -522,6 +522,13 @@ void PackWeightsT(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t p0, int
 }
 static_assert(kChunk == 512, "PackWeightsT's chunk loop");
 
+// True if the weights are F16 with a lane-layout copy (packed_weights.h), which decode
+// (DecodeF16Lanes) and the prefill panels (PackWeightsFromLanes) read instead of the rows.
+template <DType kType>
+bool HasF16Lanes(const MatMulArgs& a) {
+  return kType == DType::kF16 && a.w->packed != nullptr;
+}
+
 // As PackWeightsT for F16 weights with a lane-layout copy (packed_weights.h), whose 16-row
 // groups already hold each k's rows side by side: the panel is a widening copy, no transpose.
 // r0 is a multiple of 16 (a lane group); rows past r1 are left zero like PackWeightsT's.
@@ -534,14 +541,14 @@ void PackWeightsFromLanes(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t
   const int64_t rows = (r1 - r0 + kGroupRows - 1) / kGroupRows * kGroupRows;
   for (int64_t rr = 0; rr < rows; rr += 16) {
     const bool in_range = r0 + rr < r1;
-    const uint8_t* src = w.packed + (r0 + rr) / 16 * pl.group_bytes + p0 / 16 * 512;
+    const uint8_t* src = w.packed + (r0 + rr) / 16 * pl.group_bytes + p0 / 16 * kF16LaneStepBytes;
     float* g = out + (rr / kGroupRows) * kGroupRows * 16 * steps + rr % kGroupRows;
     for (int64_t c = 0; kChunk * c < K; ++c) {
       const int64_t kc = kChunk * c;
       const int64_t steps_c = (std::min(kChunk, K - kc) + 15) / 16;
       float* dst = g + c * kGroupRows * kChunk;
       for (int64_t s = 0; s < steps_c; ++s) {
-        const uint8_t* step = src + (kc / 16 + s) * 512;
+        const uint8_t* step = src + (kc / 16 + s) * kF16LaneStepBytes;
 #pragma GCC unroll 16
         for (int j = 0; j < 16; ++j) {
           const __m512 v = in_range ? _mm512_cvtph_ps(_mm256_load_si256(
@@ -676,7 +683,7 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
       CHECK_LE((re - rb + kGroupRows - 1) / kGroupRows * kGroupRows * ((p1 - p0 + 15) / 16) * 16 *
                    static_cast<int64_t>(sizeof(float)),
                kLanePanelBytes);
-      if (kType == DType::kF16 && a.w->packed != nullptr) {
+      if (HasF16Lanes<kType>(a)) {
         PackWeightsFromLanes(*a.w, rb, re, p0, p1, scratch.panel);
       } else {
         PackWeightsT<kType>(*a.w, rb, re, p0, p1, scratch.panel);
@@ -695,8 +702,7 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
 
 template <DType kType>
 void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  if (!(kType == DType::kBF16 && UseBf16Dot()) &&
-      (UseLanePrefill() || (kType == DType::kF16 && a.w->packed != nullptr))) {
+  if (!(kType == DType::kBF16 && UseBf16Dot()) && (UseLanePrefill() || HasF16Lanes<kType>(a))) {
     LanePrefill<kType>(a, r0, r1, t0, t1);
     return;
   }
@@ -738,7 +744,7 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
     Prefill<kType>(a, r0, r1, t0, t1);
     return;
   }
-  if (kType == DType::kF16 && a.w->packed != nullptr) {
+  if (HasF16Lanes<kType>(a)) {
     DecodeF16Lanes(a, r0, r1, t0, t1);
     return;
   }

@@ -21,8 +21,7 @@
 namespace pagellm::kernels_internal::avx512 {
 namespace {
 
-constexpr int64_t kChunk = 512;          // as matmul_avx512.cc (the order's chunk)
-constexpr int64_t kStepBytes = 16 * 32;  // one 16-k step of a group: 16 residues x 16 fp16
+constexpr int64_t kChunk = 512;  // as matmul_avx512.cc (the order's chunk)
 // Weights are prefetched this far ahead of the step being consumed, crossing into the next
 // groups (a task's groups are contiguous), as the packed quantized decode does; but into L2
 // only (prefetcht1), which keeps L1's miss buffers for the loads: F16 tg64 on a loaded bus,
@@ -46,10 +45,10 @@ inline void ChainSums(const uint8_t* group, int64_t s0, int64_t s1, int64_t cols
     }
     int64_t s = s0;
     for (; s < s_full; ++s) {
-      const uint8_t* ws = group + s * kStepBytes;
+      const uint8_t* ws = group + s * kF16LaneStepBytes;
       if (j0 == 0) {
 #pragma GCC unroll 8
-        for (int line = 0; line < kStepBytes / 64; ++line) {
+        for (int line = 0; line < kF16LaneStepBytes / 64; ++line) {
           _mm_prefetch(reinterpret_cast<const char*>(ws + kPrefetchBytes + 64 * line), _MM_HINT_T1);
         }
       }
@@ -65,7 +64,7 @@ inline void ChainSums(const uint8_t* group, int64_t s0, int64_t s1, int64_t cols
       }
     }
     for (; s < s1; ++s) {  // the last step of a row whose cols are not a multiple of 16
-      const uint8_t* ws = group + s * kStepBytes;
+      const uint8_t* ws = group + s * kF16LaneStepBytes;
       for (int jj = 0; jj < J; ++jj) {
         const int64_t k = 16 * s + j0 + jj;
         const __m512 w = _mm512_cvtph_ps(

@@ -68,16 +68,19 @@ inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t
   return l;
 }
 
+// Bytes of one 16-k step of an F16 lane group: 16 residues x 16 rows' fp16 weights.
+constexpr int64_t kF16LaneStepBytes = 16 * 16 * 2;
+
 struct F16LaneLayout {
   int64_t steps = 0;        // 16-k steps per row: ceil(cols / 16)
-  int64_t group_bytes = 0;  // 512 * steps
+  int64_t group_bytes = 0;  // kF16LaneStepBytes * steps
   int64_t groups = 0;
 };
 
 inline F16LaneLayout GetF16LaneLayout(int64_t rows, int64_t cols) {
   F16LaneLayout l;
   l.steps = (cols + 15) / 16;
-  l.group_bytes = 512 * l.steps;
+  l.group_bytes = kF16LaneStepBytes * l.steps;
   l.groups = (rows + 15) / 16;
   return l;
 }
