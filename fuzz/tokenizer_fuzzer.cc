@@ -16,7 +16,7 @@
 #include "model/gguf_file.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm {
 namespace {

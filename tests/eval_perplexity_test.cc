@@ -14,7 +14,7 @@
 
 #include "eval/evaluator.h"
 #include "nlohmann/json.hpp"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

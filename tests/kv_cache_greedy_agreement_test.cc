@@ -24,7 +24,7 @@
 
 #include "engine/llm.h"
 #include "nlohmann/json.hpp"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

@@ -17,7 +17,7 @@
 
 #include "engine/llm.h"
 #include "engine_test_util.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

@@ -1,38 +1,14 @@
-// The forward-pass interface the engine drives. A step runs a ragged batch: each sequence
-// contributes a contiguous run of tokens (a prefill chunk or one decode token) at its own
-// positions, reading and writing its KV through its block table.
+// The forward-pass interface the engine drives: one ragged batch (base/forward_batch.h) per step.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "base/forward_batch.h"
 #include "pagellm/status.h"
 
 namespace pagellm {
-
-struct SequenceChunk {
-  int32_t num_tokens = 0;  // tokens of this sequence in the step (>= 1)
-  int32_t start_pos = 0;   // position of the first of them (= tokens already in the KV cache)
-  // Block ids covering positions [0, start_pos + num_tokens); owned by the caller.
-  std::span<const int32_t> block_table;
-  // Logits for every token of the chunk (prompt logprobs, perplexity, spec-decode verification)
-  // instead of only the last one.
-  bool all_logits = false;
-};
-
-struct ForwardBatch {
-  std::vector<int32_t> token_ids;   // [total tokens], sequences back to back
-  std::vector<SequenceChunk> seqs;  // in the same order as their tokens
-};
-
-struct ForwardOutput {
-  // [num_rows][vocab]; rows in sequence order: all rows of a chunk with all_logits, else one.
-  std::vector<float> logits;
-  std::vector<int32_t> row_offset;  // per sequence: index of its first row
-  int32_t vocab_size = 0;
-  const float* row(int32_t r) const { return logits.data() + int64_t{r} * vocab_size; }
-};
 
 class Backend {
  public:

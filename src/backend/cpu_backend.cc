@@ -7,7 +7,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 
 namespace pagellm {
 
@@ -17,7 +17,7 @@ CpuBackend::CpuBackend(const LoadedModel& model, KvCacheStorage* kv, ThreadPool*
       config_(model.config),
       kv_(kv),
       pool_(pool),
-      rope_(model.config, max_positions) {
+      rope_(model.config.rope_params(), max_positions) {
   attn_shape_.num_heads = config_.num_heads;
   attn_shape_.num_kv_heads = config_.num_kv_heads;
   attn_shape_.head_dim = config_.head_dim;

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/paged_attention.h"
-#include "backend/rope.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rope.h"
 #include "base/thread_pool.h"
 #include "kernels/packed_weights.h"
 #include "kv/kv_cache_storage.h"

@@ -1,16 +1,7 @@
 #include "bench/http_client.h"
 
-// Debian's libcpp-httplib.so is built with these options, and the header's class layouts
-// depend on them: every translation unit that includes httplib.h must agree with the library.
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-#define CPPHTTPLIB_OPENSSL_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_ZLIB_SUPPORT
-#define CPPHTTPLIB_ZLIB_SUPPORT
-#endif
-#ifndef CPPHTTPLIB_BROTLI_SUPPORT
-#define CPPHTTPLIB_BROTLI_SUPPORT
-#endif
+// The TLS/compression defines the header needs to match Debian's compiled library come from
+// the cpp-httplib pkg-config module (CMakeLists.txt links PkgConfig::HTTPLIB).
 #include <httplib.h>
 
 #include <cmath>

@@ -5,7 +5,7 @@
 #include <cstdlib>
 
 #include "chat/python_text.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm::jinja {
 namespace {

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm::jinja {
 namespace {

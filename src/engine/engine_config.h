@@ -8,33 +8,11 @@
 #include <vector>
 
 #include "pagellm/status.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 #include "sched/scheduler_config.h"
+#include "spec/speculative_config.h"
 
 namespace pagellm {
-
-// Speculative decoding (vLLM's --speculative-config). method "" = off.
-struct SpeculativeConfig {
-  std::string method;  // "" | "draft_model" | "ngram"
-  std::string model;   // draft model path (draft_model)
-  int32_t num_speculative_tokens = 0;  // k: drafts proposed per step and request
-  // Longest sequence the draft runs on (--speculative-max-model-len / "max_model_len"); past it
-  // a request decodes without drafts. 0 = min(target max_model_len, the draft's context).
-  int32_t max_model_len = 0;
-  // n-gram matching: the longest and shortest suffix n-gram looked up in the sequence.
-  int32_t prompt_lookup_min = 0;
-  int32_t prompt_lookup_max = 0;
-  // pagellm extensions (see src/spec/adaptive_draft_policy.h): "adaptive" (default) drafts per
-  // request by measured acceptance and step cost, "fixed" always drafts k (vLLM).
-  std::string draft_policy = "adaptive";
-  // Step tokens below which a step counts as weight-bound (the adaptive policy's cost knee).
-  double draft_free_tokens = 9;
-  // n-gram drafting rule (src/spec/ngram_proposer.h): "vote" (default, pagellm) or
-  // "earliest" (vLLM's prompt lookup).
-  std::string ngram_rule = "vote";
-
-  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
-};
 
 struct EngineConfig {
   std::string model;

@@ -15,6 +15,8 @@
 #include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
 #include "engine/engine_config.h"
+#include "engine/engine_output.h"
+#include "engine/engine_stats.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "pagellm/outputs.h"
@@ -30,73 +32,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {
-
-struct EngineRequest {
-  std::string request_id;
-  std::vector<int32_t> prompt_token_ids;
-  SamplingParams params;
-  int priority = 0;
-  std::optional<std::string> cache_salt;
-};
-
-// What one step produced for one request.
-struct EngineOutput {
-  std::string request_id;
-  std::vector<int32_t> new_token_ids;
-  std::string new_text;  // text that became final this step (UTF-8 safe, stop strings cut)
-  std::vector<TokenLogprobEntry> new_logprobs;
-  // With prompt_logprobs: one entry per prompt token (the first has none: nothing precedes
-  // it), delivered once, with the request's first sampled token.
-  std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
-  bool finished = false;
-  std::string finish_reason;  // "stop" | "length" | "abort" when finished
-  std::string stop_reason;    // matched stop string or stop token id
-  int32_t num_prompt_tokens = 0;
-  int32_t num_cached_tokens = 0;
-  int32_t num_preemptions = 0;
-  // Set when the request could not be admitted (the engine finished it with "abort").
-  std::string error;
-  // When the scheduler first gave the request tokens to compute (default-constructed until
-  // then); the server's queue / prefill time metrics are measured from it.
-  std::chrono::steady_clock::time_point first_scheduled_time{};
-};
-
-// How the KV cache was sized at start-up (logged, and checked against `pagellm plan`).
-struct KvCacheReport {
-  int64_t weights_bytes = 0;
-  int64_t activation_bytes = 0;
-  int64_t kv_bytes_per_token = 0;
-  KvElementFormat kv_format;    // resolved --kv-cache-dtype (storage_dtype: what is stored)
-  int32_t num_blocks = 0;       // usable blocks (excluding the null block)
-  int64_t num_tokens = 0;       // num_blocks * block_size
-  double max_concurrency = 0;   // num_tokens / max_model_len
-  int32_t num_swap_blocks = 0;  // secondary pool
-  int32_t max_model_len = 0;
-  // Speculative decoding with a draft model: its weights and KV bytes per token (its KV cache
-  // has as many blocks as the target's, so the blocks above come from the shared budget).
-  int64_t draft_weights_bytes = 0;
-  int64_t draft_kv_bytes_per_token = 0;
-};
-
-struct EngineStats {
-  int32_t num_running = 0;
-  int32_t num_waiting = 0;
-  int32_t num_swapped = 0;
-  int64_t num_preemptions = 0;
-  double kv_usage = 0;  // 1 - free / total, as vLLM
-  double swap_usage = 0;
-  int64_t prefix_cache_queries = 0;  // tokens
-  int64_t prefix_cache_hits = 0;     // tokens
-  int64_t num_steps = 0;
-  int32_t num_free_blocks = 0;
-  int32_t num_usable_blocks = 0;
-  // KV waste: slots of blocks held by requests vs slots holding a computed token.
-  int64_t kv_slots_allocated = 0;
-  int64_t kv_slots_used = 0;
-  // Speculative decoding (cumulative); num_speculative_tokens = 0 when it is off.
-  int32_t num_speculative_tokens = 0;
-  SpecDecodeStats spec_decode;
-};
 
 class EngineCore {
  public:

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "backend/cpu_backend.h"
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 #include "spdlog/spdlog.h"
 
 namespace pagellm {

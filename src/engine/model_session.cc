@@ -8,11 +8,6 @@
 
 namespace pagellm {
 
-StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model) {
-  if (model.gguf != nullptr) return LoadTokenizerFromGguf(*model.gguf);
-  return LoadTokenizerFromDir(model.path);
-}
-
 StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions& o) {
   std::unique_ptr<ModelSession> s(new ModelSession());
   ASSIGN_OR_RETURN(s->model_, LoadModel(o.model_path));

@@ -53,7 +53,4 @@ class ModelSession {
   int max_model_len_ = 0;
 };
 
-// Loads the tokenizer that belongs to a model path (HF directory or GGUF file).
-StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model);
-
 }  // namespace pagellm

@@ -12,7 +12,7 @@
 #include "eval/documents.h"
 #include "fmt/format.h"
 #include "kv/kv_cache_storage.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

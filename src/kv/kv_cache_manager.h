@@ -20,7 +20,7 @@
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
 #include "kv/secondary_block_pool.h"
-#include "sched/request.h"
+#include "kv/request.h"
 
 namespace pagellm {
 

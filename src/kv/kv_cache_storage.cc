@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "fmt/format.h"
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 #include "pagellm/check.h"
 
 namespace pagellm {

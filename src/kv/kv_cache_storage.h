@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "pagellm/status.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 

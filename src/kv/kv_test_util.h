@@ -10,7 +10,7 @@
 
 #include "kv/block_pool.h"
 #include "kv/kv_cache_manager.h"
-#include "sched/request.h"
+#include "kv/request.h"
 
 namespace pagellm::testing {
 

@@ -17,7 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/engine_core.h"
+#include "engine/engine_output.h"
+#include "engine/engine_stats.h"
 #include "metrics/metrics_registry.h"
 
 namespace pagellm {

@@ -7,7 +7,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "engine/engine_core.h"
+#include "engine/engine_output.h"
+#include "engine/engine_stats.h"
 #include "metrics/engine_metrics.h"
 
 namespace pagellm {

@@ -11,7 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/engine_core.h"
+#include "engine/engine_output.h"
+#include "engine/engine_stats.h"
 #include "metrics/engine_metrics.h"
 
 namespace pagellm {

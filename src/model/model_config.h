@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/rope.h"
 #include "pagellm/dtype.h"
 #include "pagellm/status.h"
 
@@ -13,17 +14,6 @@ namespace pagellm {
 // Llama 1/2/3 and SmolLM are kLlama; Mistral differs only by sliding window; Qwen2/2.5 adds
 // q/k/v biases.
 enum class Architecture { kLlama, kMistral, kQwen2 };
-
-enum class RopeScalingType { kNone, kLinear, kLlama3 };
-
-struct RopeScaling {
-  RopeScalingType type = RopeScalingType::kNone;
-  float factor = 1.0f;
-  // llama3 only:
-  float low_freq_factor = 1.0f;
-  float high_freq_factor = 4.0f;
-  int original_max_position_embeddings = 8192;
-};
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -45,6 +35,10 @@ struct ModelConfig {
   // true: RoPE rotates adjacent pairs (x[2i], x[2i+1]) — GGUF "llama" q/k layout and llama2.c.
   // false: rotate_half pairs (x[i], x[i + d/2]) — Hugging Face layout and GGUF "qwen2".
   bool rope_interleaved = false;
+  // The RoPE table's inputs (kernels/rope.h) from the fields above.
+  RopeParams rope_params() const {
+    return RopeParams{head_dim, rope_theta, rope_scaling, rope_freq_divisors, rope_interleaved};
+  }
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool tie_word_embeddings = false;
   int sliding_window = 0;       // 0 = full attention

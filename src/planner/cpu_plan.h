@@ -15,7 +15,7 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 #include "planner/memory_plan.h"
 #include "sched/scheduler_config.h"
 

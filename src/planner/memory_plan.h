@@ -26,7 +26,7 @@
 
 #include "model/model_config.h"
 #include "pagellm/status.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 #include "planner/model_footprint.h"
 
 namespace pagellm {

@@ -15,6 +15,6 @@
 #include "planner/cpu_plan.h"
 #include "planner/device_catalog.h"
 #include "planner/host_memory.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 #include "planner/memory_plan.h"
 #include "planner/model_footprint.h"

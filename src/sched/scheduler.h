@@ -28,7 +28,7 @@
 
 #include "kv/kv_cache_manager.h"
 #include "pagellm/status.h"
-#include "sched/request.h"
+#include "kv/request.h"
 #include "sched/scheduler_config.h"
 #include "sched/scheduler_output.h"
 

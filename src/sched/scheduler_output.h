@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
-#include "sched/request.h"
+#include "kv/request.h"
 
 namespace pagellm {
 

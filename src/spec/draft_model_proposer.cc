@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/model_session.h"
+#include "tokenizer/tokenizer.h"
 #include "fmt/format.h"
 #include "pagellm/check.h"
 #include "sample/rejection_sampler.h"

@@ -26,7 +26,7 @@
 
 #include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
-#include "engine/engine_config.h"
+#include "spec/speculative_config.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "pagellm/sampling_params.h"

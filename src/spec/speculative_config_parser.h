@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "engine/engine_config.h"
+#include "spec/speculative_config.h"
 #include "pagellm/status.h"
 
 namespace pagellm {

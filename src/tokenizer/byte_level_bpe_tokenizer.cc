@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm {
 namespace {

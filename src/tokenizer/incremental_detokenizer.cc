@@ -9,7 +9,7 @@
 #include <algorithm>
 
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm {
 namespace {

@@ -1,6 +1,6 @@
 #include "tokenizer/spm_style_tokenizer.h"
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm {
 namespace {

@@ -14,6 +14,7 @@
 namespace pagellm {
 
 class GgufFile;
+struct LoadedModel;
 
 class Tokenizer {
  public:
@@ -83,6 +84,8 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir
 // Loads from GGUF metadata: tokenizer.ggml.model "llama" (SentencePiece-style) or "gpt2"
 // (byte-level BPE), tokens/scores/token_type/merges, bos/eos/add_bos, chat_template.
 StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& gguf);
+// The tokenizer that belongs to a loaded model: its GGUF vocabulary or its HF directory's files.
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model);
 
 // Streaming detokenization, UTF-8 safe: Push() returns only text that is final, never half a
 // multi-byte character, and the concatenation of all pushes plus Flush() equals

@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "base/mapped_file.h"
+#include "model/model_weights.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/sentencepiece_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -171,6 +172,11 @@ StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromDir(const std::string& dir
   auto result = Load(dir);
   if (!result.ok()) return result.status().WithContext("tokenizer in " + dir);
   return result;
+}
+
+StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const LoadedModel& model) {
+  if (model.gguf != nullptr) return LoadTokenizerFromGguf(*model.gguf);
+  return LoadTokenizerFromDir(model.path);
 }
 
 }  // namespace pagellm

@@ -15,7 +15,7 @@
 #include "base/mapped_file.h"
 #include "model/gguf_file.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 namespace pagellm::testing {
 

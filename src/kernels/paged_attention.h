@@ -14,10 +14,10 @@
 #include <cstdint>
 #include <span>
 
-#include "backend/backend.h"
 #include "base/cpu_features.h"
+#include "base/forward_batch.h"
 #include "base/thread_pool.h"
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 

@@ -1,4 +1,4 @@
-#include "backend/rope.h"
+#include "kernels/rope.h"
 
 #include <cmath>
 
@@ -6,18 +6,16 @@
 
 namespace pagellm {
 
-RopeTable::RopeTable(const ModelConfig& config, int max_positions)
-    : head_dim_(config.head_dim),
-      max_positions_(max_positions),
-      interleaved_(config.rope_interleaved) {
+RopeTable::RopeTable(const RopeParams& config, int max_positions)
+    : head_dim_(config.head_dim), max_positions_(max_positions), interleaved_(config.interleaved) {
   const int half = head_dim_ / 2;
   inv_freq_.resize(half);
   for (int i = 0; i < half; ++i)
-    inv_freq_[i] = 1.0 / std::pow(static_cast<double>(config.rope_theta), 2.0 * i / head_dim_);
-  const RopeScaling& rs = config.rope_scaling;
-  if (!config.rope_freq_divisors.empty()) {
-    CHECK_EQ(static_cast<int>(config.rope_freq_divisors.size()), half);
-    for (int i = 0; i < half; ++i) inv_freq_[i] /= config.rope_freq_divisors[i];
+    inv_freq_[i] = 1.0 / std::pow(static_cast<double>(config.theta), 2.0 * i / head_dim_);
+  const RopeScaling& rs = config.scaling;
+  if (!config.freq_divisors.empty()) {
+    CHECK_EQ(static_cast<int>(config.freq_divisors.size()), half);
+    for (int i = 0; i < half; ++i) inv_freq_[i] /= config.freq_divisors[i];
   } else if (rs.type == RopeScalingType::kLlama3) {
     // Long wavelengths are slowed down by `factor`, short ones kept, the band between
     // interpolated (Llama 3.1 recipe).

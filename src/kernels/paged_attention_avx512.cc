@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "backend/paged_attention.h"
-#include "kv/kv_quant.h"
+#include "kernels/paged_attention.h"
+#include "kernels/kv_quant.h"
 
 namespace pagellm::attention_internal {
 namespace {

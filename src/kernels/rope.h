@@ -4,16 +4,38 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/model_config.h"
+#include <vector>
 
 namespace pagellm {
+
+enum class RopeScalingType { kNone, kLinear, kLlama3 };
+
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::kNone;
+  float factor = 1.0f;
+  // llama3 only:
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 8192;
+};
+
+// What the tables are built from (a model's config supplies it; see ModelConfig).
+struct RopeParams {
+  int head_dim = 0;
+  float theta = 10000.0f;
+  RopeScaling scaling;
+  // Per-pair divisors of the inverse frequencies ([head_dim / 2]); when set they replace the
+  // rule of `scaling` (GGUF `rope_freqs.weight`).
+  std::vector<float> freq_divisors;
+  bool interleaved = false;  // pairs (x[2i], x[2i+1]) instead of rotate_half (x[i], x[i+d/2])
+};
 
 class RopeTable {
  public:
   RopeTable() = default;
   // Tables for positions [0, max_positions). Frequencies follow the config's theta and
-  // rope_scaling (linear: positions divided by factor; llama3: per-frequency smoothing).
-  RopeTable(const ModelConfig& config, int max_positions);
+  // scaling (linear: positions divided by factor; llama3: per-frequency smoothing).
+  RopeTable(const RopeParams& params, int max_positions);
 
   // Rotates `num_heads` heads of head_dim floats at `pos` in place.
   // interleaved: pairs (x[2i], x[2i+1]); else rotate_half pairs (x[i], x[i + d/2]).

@@ -1,7 +1,7 @@
 // KV cache element formats: round-trip error bounds on random data with outliers, fp8
 // saturation (never inf), no NaN from finite or non-finite input, poison decodes to NaN, and
 // the storage's copy/poison for every format.
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 
 #include <gtest/gtest.h>
 

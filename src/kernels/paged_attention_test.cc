@@ -3,7 +3,7 @@
 // format's cost, within a per-dtype tolerance), results do not depend on block size, block
 // placement, batch composition or thread count, and slots that are not part of a sequence
 // (poisoned with 0xFF bytes, NaN in every format) are never read.
-#include "backend/paged_attention.h"
+#include "kernels/paged_attention.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <numeric>
 #include <random>
 
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 
 namespace pagellm {
 namespace {

@@ -1,4 +1,4 @@
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 #include <fmt/format.h>
 

@@ -1,11 +1,11 @@
-#include "backend/paged_attention.h"
+#include "kernels/paged_attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 #include "pagellm/check.h"
 
 namespace pagellm {

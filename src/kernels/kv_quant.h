@@ -23,7 +23,7 @@
 
 #include <cstdint>
 
-#include "planner/kv_cache_dtype.h"
+#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 

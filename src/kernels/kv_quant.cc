@@ -1,4 +1,4 @@
-#include "kv/kv_quant.h"
+#include "kernels/kv_quant.h"
 
 #include <algorithm>
 #include <cmath>
