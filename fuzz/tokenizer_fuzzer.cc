@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/utf8.h"
 #include "model/gguf_file.h"
 #include "tokenizer/hf_tokenizer_json.h"
 #include "tokenizer/tokenizer.h"
-#include "base/utf8.h"
 
 namespace pagellm {
 namespace {

@@ -3,5 +3,6 @@
 # skip cleanly when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/check_format.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure -j2 "$@"

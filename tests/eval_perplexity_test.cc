@@ -12,9 +12,9 @@
 #include <map>
 #include <sstream>
 
+#include "base/kv_cache_dtype.h"
 #include "eval/evaluator.h"
 #include "nlohmann/json.hpp"
-#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

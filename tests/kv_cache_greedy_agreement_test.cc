@@ -22,9 +22,9 @@
 #include <memory>
 #include <optional>
 
+#include "base/kv_cache_dtype.h"
 #include "engine/llm.h"
 #include "nlohmann/json.hpp"
-#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

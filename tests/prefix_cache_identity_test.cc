@@ -15,9 +15,9 @@
 #include <fstream>
 #include <random>
 
+#include "base/kv_cache_dtype.h"
 #include "engine/llm.h"
 #include "engine_test_util.h"
-#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

@@ -23,8 +23,8 @@ struct Voidify {
 
 }  // namespace pagellm::internal
 
-#define CHECK(cond)                   \
-  (cond) ? (void)0                    \
+#define CHECK(cond)                         \
+  (cond) ? (void)0                          \
          : ::pagellm::internal::Voidify() & \
                ::pagellm::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 

@@ -24,12 +24,18 @@ constexpr int64_t DTypeBlockElems(DType t) {
 // Bytes per storage block.
 constexpr int64_t DTypeBlockBytes(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kF16: return 2;
-    case DType::kBF16: return 2;
-    case DType::kQ8_0: return 34;
-    case DType::kQ4_0: return 18;
-    case DType::kI32: return 4;
+    case DType::kF32:
+      return 4;
+    case DType::kF16:
+      return 2;
+    case DType::kBF16:
+      return 2;
+    case DType::kQ8_0:
+      return 34;
+    case DType::kQ4_0:
+      return 18;
+    case DType::kI32:
+      return 4;
   }
   return 0;
 }
@@ -46,8 +52,8 @@ struct BlockQ8_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 
 struct BlockQ4_0 {
-  uint16_t d;       // fp16 scale
-  uint8_t qs[16];   // element i (i<16) in low nibble of qs[i], element i+16 in high nibble
+  uint16_t d;      // fp16 scale
+  uint8_t qs[16];  // element i (i<16) in low nibble of qs[i], element i+16 in high nibble
 };
 static_assert(sizeof(BlockQ4_0) == 18);
 

@@ -46,22 +46,36 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status OutOfRangeError(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
-inline Status DataLossError(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status NotFoundError(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status OutOfRangeError(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
+inline Status DataLossError(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status ResourceExhaustedError(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
 inline Status FailedPreconditionError(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+inline Status UnavailableError(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
 inline Status UnauthenticatedError(std::string m) {
   return {StatusCode::kUnauthenticated, std::move(m)};
 }
-inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status InternalError(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 template <typename T>
 class [[nodiscard]] StatusOr {
@@ -102,9 +116,9 @@ class [[nodiscard]] StatusOr {
 #define PAGELLM_CONCAT_INNER(a, b) a##b
 #define PAGELLM_CONCAT(a, b) PAGELLM_CONCAT_INNER(a, b)
 
-#define RETURN_IF_ERROR(expr)                       \
-  do {                                              \
-    ::pagellm::Status _pagellm_status = (expr);     \
+#define RETURN_IF_ERROR(expr)                          \
+  do {                                                 \
+    ::pagellm::Status _pagellm_status = (expr);        \
     if (!_pagellm_status.ok()) return _pagellm_status; \
   } while (0)
 

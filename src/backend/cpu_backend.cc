@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include "fmt/format.h"
+#include "kernels/kv_quant.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
-#include "kernels/kv_quant.h"
 
 namespace pagellm {
 
@@ -210,8 +210,7 @@ Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   }
   out->vocab_size = config_.vocab_size;
   out->logits.resize(static_cast<size_t>(rows) * config_.vocab_size);
-  MatMul(packed_.Get(model_.weights.lm_head), logit_in_.data(), rows, out->logits.data(),
-         pool_);
+  MatMul(packed_.Get(model_.weights.lm_head), logit_in_.data(), rows, out->logits.data(), pool_);
   return Status::Ok();
 }
 

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "kernels/paged_attention.h"
-#include "kernels/rope.h"
 #include "base/thread_pool.h"
 #include "kernels/packed_weights.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rope.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 

@@ -42,9 +42,12 @@ SimdLevel ActiveSimdLevel() {
 
 const char* SimdLevelName(SimdLevel level) {
   switch (level) {
-    case SimdLevel::kScalar: return "scalar";
-    case SimdLevel::kAvx2: return "avx2";
-    case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kScalar:
+      return "scalar";
+    case SimdLevel::kAvx2:
+      return "avx2";
+    case SimdLevel::kAvx512:
+      return "avx512";
   }
   return "?";
 }

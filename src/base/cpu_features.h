@@ -8,8 +8,8 @@ namespace pagellm {
 enum class SimdLevel { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 
 struct CpuFeatures {
-  bool avx2 = false;        // AVX2 + FMA + F16C
-  bool avx512 = false;      // AVX-512 F/BW/DQ/VL
+  bool avx2 = false;    // AVX2 + FMA + F16C
+  bool avx512 = false;  // AVX-512 F/BW/DQ/VL
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx_vnni = false;

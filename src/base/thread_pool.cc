@@ -17,12 +17,18 @@ inline void CpuRelax() {
 #endif
 }
 
-constexpr uint64_t Pack(uint64_t job, uint64_t index) { return (job << 32) | index; }
+constexpr uint64_t Pack(uint64_t job, uint64_t index) {
+  return (job << 32) | index;
+}
 // Index of a finished job: above any task count (< 2^31), and a few stale increments still
 // stay below 2^32, so they never spill into the job bits.
 constexpr uint64_t kClosedIndex = 0x7fffffffu;
-constexpr uint64_t JobOf(uint64_t claim) { return claim >> 32; }
-constexpr uint64_t IndexOf(uint64_t claim) { return claim & 0xffffffffu; }
+constexpr uint64_t JobOf(uint64_t claim) {
+  return claim >> 32;
+}
+constexpr uint64_t IndexOf(uint64_t claim) {
+  return claim & 0xffffffffu;
+}
 }  // namespace
 
 int ThreadPool::AvailableCpus() {

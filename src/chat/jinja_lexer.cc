@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "chat/python_text.h"
 #include "base/utf8.h"
+#include "chat/python_text.h"
 
 namespace pagellm::jinja {
 namespace {

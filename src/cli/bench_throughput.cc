@@ -231,8 +231,9 @@ int RunThroughput(ThroughputOptions& o) {
   fmt::print("{:<32} {:.3f}\n", "Elapsed time (s):", elapsed);
   fmt::print("{:<32} {}\n", "Total num prompt tokens:", total_in);
   fmt::print("{:<32} {}\n", "Total num output tokens:", total_out);
-  fmt::print("{:<32} {:.2f} ({} tokens in pure decode steps)\n", "Decode tokens/s:",
-             decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0, decode_tokens);
+  fmt::print("{:<32} {:.2f} ({} tokens in pure decode steps)\n",
+             "Decode tokens/s:", decode_seconds > 0 ? decode_tokens / decode_seconds : 0.0,
+             decode_tokens);
   fmt::print("{:<32} {:.2f}\n", "Input tokens/s:", static_cast<double>(total_in) / elapsed);
   fmt::print("{:<32} {:.2f}\n", "Output tokens/s:", static_cast<double>(total_out) / elapsed);
   fmt::print("{:<32} {}\n", "Preemptions:", end.num_preemptions);
@@ -241,14 +242,14 @@ int RunThroughput(ThroughputOptions& o) {
   fmt::print("{:<32} {:.1f}\n", "Mean running requests/step:", mean_running);
   fmt::print("{:<32} {:.2f}%\n", "Peak KV cache usage:", 100.0 * totals.peak_kv_usage);
   if (c.speculative.enabled()) {
-    fmt::print("{:<32} {} k={}: {} drafts, {} draft tokens, {} accepted\n", "Speculative decoding:",
-               c.speculative.method, c.speculative.num_speculative_tokens,
+    fmt::print("{:<32} {} k={}: {} drafts, {} draft tokens, {} accepted\n",
+               "Speculative decoding:", c.speculative.method, c.speculative.num_speculative_tokens,
                end.spec_decode.num_drafts, end.spec_decode.num_draft_tokens,
                end.spec_decode.num_accepted_tokens);
-    fmt::print("{:<32} {:.2f}%\n", "Draft acceptance rate:",
-               100.0 * end.spec_decode.AcceptanceRate());
-    fmt::print("{:<32} {:.2f}\n", "Mean acceptance length:",
-               end.spec_decode.MeanAcceptanceLength());
+    fmt::print("{:<32} {:.2f}%\n",
+               "Draft acceptance rate:", 100.0 * end.spec_decode.AcceptanceRate());
+    fmt::print("{:<32} {:.2f}\n",
+               "Mean acceptance length:", end.spec_decode.MeanAcceptanceLength());
   }
   return 0;
 }

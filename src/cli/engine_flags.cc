@@ -1,7 +1,7 @@
 #include "cli/engine_flags.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "fmt/format.h"

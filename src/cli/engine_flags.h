@@ -18,7 +18,7 @@ struct EngineFlags {
   std::string kv_cache_memory;  // bytes, or with a unit suffix (e.g. 2GiB)
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_dtype_skip_layers;  // "0,5,..."
-  std::string speculative_config;  // --speculative-config JSON
+  std::string speculative_config;          // --speculative-config JSON
 
   // Resolves the string-valued flags into `config`.
   Status Finalize();

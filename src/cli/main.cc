@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   add("bench", "Benchmarks: latency, throughput, serve", pagellm::cli::RegisterBench);
   add("plan", "KV-cache capacity plan: blocks, tokens, concurrency on a deployment",
       pagellm::cli::RegisterPlan);
-  add("serve", "OpenAI-compatible HTTP server with Prometheus metrics", pagellm::cli::RegisterServe);
+  add("serve", "OpenAI-compatible HTTP server with Prometheus metrics",
+      pagellm::cli::RegisterServe);
   add("eval", "Accuracy: perplexity of a text, KL divergence of a KV cache dtype",
       pagellm::cli::RegisterEval);
 

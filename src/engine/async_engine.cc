@@ -69,8 +69,8 @@ void AsyncEngine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stopping_ || !inbox_.empty() || !aborts_.empty() ||
-               !prefix_cache_resets_.empty() || core_->HasUnfinishedRequests();
+        return stopping_ || !inbox_.empty() || !aborts_.empty() || !prefix_cache_resets_.empty() ||
+               core_->HasUnfinishedRequests();
       });
       inbox.swap(inbox_);
       aborts.swap(aborts_);

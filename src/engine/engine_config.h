@@ -7,8 +7,8 @@
 
 #include <vector>
 
-#include "pagellm/status.h"
 #include "base/kv_cache_dtype.h"
+#include "pagellm/status.h"
 #include "sched/scheduler_config.h"
 #include "spec/speculative_config.h"
 
@@ -30,9 +30,9 @@ struct EngineConfig {
   // --kv-cache-dtype (auto = the model's dtype: float32 for F32 weights, bfloat16 for BF16,
   // float16 for F16 and quantised GGUF weights, as llama.cpp's default f16 cache).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
-  bool calculate_kv_scales = false;            // fp8_e4m3 scales from the calibration text
+  bool calculate_kv_scales = false;             // fp8_e4m3 scales from the calibration text
   std::vector<int> kv_cache_dtype_skip_layers;  // layers kept at the model dtype
-  uint64_t seed = 0;  // source of seeds for requests without their own
+  uint64_t seed = 0;                            // source of seeds for requests without their own
   // Scheduler (--max-num-seqs, --max-num-batched-tokens, chunked prefill, policies, ...).
   // max_model_len there is filled in from the resolved value above.
   SchedulerConfig scheduler;

@@ -6,13 +6,13 @@
 #include <span>
 
 #include "backend/cpu_backend.h"
+#include "base/kv_cache_dtype.h"
 #include "engine/kv_calibration.h"
 #include "engine/model_session.h"
 #include "eval/distribution_stats.h"
 #include "eval/documents.h"
 #include "fmt/format.h"
 #include "kv/kv_cache_storage.h"
-#include "base/kv_cache_dtype.h"
 
 namespace pagellm {
 namespace {

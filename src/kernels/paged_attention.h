@@ -16,8 +16,8 @@
 
 #include "base/cpu_features.h"
 #include "base/forward_batch.h"
-#include "base/thread_pool.h"
 #include "base/kv_cache_dtype.h"
+#include "base/thread_pool.h"
 
 namespace pagellm {
 

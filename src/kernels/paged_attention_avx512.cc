@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/paged_attention.h"
 #include "kernels/kv_quant.h"
+#include "kernels/paged_attention.h"
 
 namespace pagellm::attention_internal {
 namespace {

@@ -19,8 +19,8 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
-#include "kv/secondary_block_pool.h"
 #include "kv/request.h"
+#include "kv/secondary_block_pool.h"
 
 namespace pagellm {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "pagellm/status.h"
 #include "base/kv_cache_dtype.h"
+#include "pagellm/status.h"
 
 namespace pagellm {
 

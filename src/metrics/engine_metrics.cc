@@ -119,8 +119,8 @@ EngineMetrics::EngineMetrics(const EngineMetricsConfig& c)
                                                   "Number of accepted tokens.", Base(c));
     for (int32_t pos = 0; pos < c.num_speculative_tokens; ++pos) {
       spec_accepted_per_pos_.push_back(&registry_.AddCounter(
-          "vllm:spec_decode_num_accepted_tokens_per_pos",
-          "Accepted tokens per draft position.", With(Base(c), "position", std::to_string(pos))));
+          "vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+          With(Base(c), "position", std::to_string(pos))));
     }
   }
   // An info metric: constant 1, the configuration in its labels (engine label last, as vLLM).

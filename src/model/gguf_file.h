@@ -17,8 +17,19 @@
 namespace pagellm {
 
 enum class GgufType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 
 // One metadata value. Scalars are widened (integers to int64/uint64, floats to double);
@@ -28,10 +39,10 @@ enum class GgufType : uint32_t {
 struct GgufValue {
   GgufType type = GgufType::kUint8;
   GgufType array_type = GgufType::kUint8;  // element type when type == kArray
-  int64_t i = 0;        // signed integers and bool
-  uint64_t u = 0;       // unsigned integers
-  double f = 0;         // float32/float64
-  std::string_view s;   // string
+  int64_t i = 0;                           // signed integers and bool
+  uint64_t u = 0;                          // unsigned integers
+  double f = 0;                            // float32/float64
+  std::string_view s;                      // string
   // Arrays: elements stored in the vectors matching array_type (strings in `strings`,
   // integers in `ints`, floats in `floats`). Nested arrays are rejected by the parser.
   std::vector<std::string_view> strings;
@@ -45,7 +56,7 @@ class GgufFile {
   static StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // Parses bytes the caller keeps alive (used by fuzzers and tests); `name` appears in errors.
   static StatusOr<std::unique_ptr<GgufFile>> Parse(const uint8_t* data, size_t size,
-                                                  std::string name);
+                                                   std::string name);
 
   uint32_t version() const { return version_; }
   const std::string& name() const { return name_; }
@@ -53,8 +64,8 @@ class GgufFile {
   const GgufValue* Find(std::string_view key) const;
   // Typed getters: NotFound if missing, InvalidArgument naming the key if the type is wrong.
   StatusOr<std::string> GetString(std::string_view key) const;
-  StatusOr<int64_t> GetInt(std::string_view key) const;    // any integer type
-  StatusOr<double> GetFloat(std::string_view key) const;   // float32/float64 (or integer)
+  StatusOr<int64_t> GetInt(std::string_view key) const;   // any integer type
+  StatusOr<double> GetFloat(std::string_view key) const;  // float32/float64 (or integer)
   StatusOr<bool> GetBool(std::string_view key) const;
   StatusOr<const GgufValue*> GetArray(std::string_view key, GgufType element_type) const;
 

@@ -41,7 +41,7 @@ struct ModelConfig {
   }
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool tie_word_embeddings = false;
-  int sliding_window = 0;       // 0 = full attention
+  int sliding_window = 0;            // 0 = full attention
   DType weight_dtype = DType::kF32;  // dtype of the bulk of the matrices (for reports)
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

@@ -17,16 +17,16 @@ class GgufFile;
 class SafetensorsFile;
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // [hidden]
-  WeightMatrix wq;               // [q_dim, hidden]
-  WeightMatrix wk;               // [kv_dim, hidden]
-  WeightMatrix wv;               // [kv_dim, hidden]
-  WeightMatrix wo;               // [hidden, q_dim]
+  std::vector<float> attn_norm;   // [hidden]
+  WeightMatrix wq;                // [q_dim, hidden]
+  WeightMatrix wk;                // [kv_dim, hidden]
+  WeightMatrix wv;                // [kv_dim, hidden]
+  WeightMatrix wo;                // [hidden, q_dim]
   std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim]; empty without attention_bias
-  std::vector<float> ffn_norm;   // [hidden]
-  WeightMatrix w_gate;           // [intermediate, hidden]
-  WeightMatrix w_up;             // [intermediate, hidden]
-  WeightMatrix w_down;           // [hidden, intermediate]
+  std::vector<float> ffn_norm;    // [hidden]
+  WeightMatrix w_gate;            // [intermediate, hidden]
+  WeightMatrix w_up;              // [intermediate, hidden]
+  WeightMatrix w_down;            // [hidden, intermediate]
   // fp8 KV cache scales of this layer from the checkpoint (vLLM's self_attn.k_scale/v_scale,
   // older k_proj/v_proj.output_scale, legacy kv_scale): a stored e4m3 value times the scale is
   // the real K (V), defined on raw post-RoPE K. 0 = the checkpoint carries none (then
@@ -36,11 +36,11 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  WeightMatrix embed;            // [vocab, hidden]
+  WeightMatrix embed;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
-  WeightMatrix lm_head;          // [vocab, hidden]; same bytes as embed when tied
-  int64_t total_bytes = 0;       // bytes of all weights as stored
+  WeightMatrix lm_head;           // [vocab, hidden]; same bytes as embed when tied
+  int64_t total_bytes = 0;        // bytes of all weights as stored
   int64_t num_parameters = 0;
 };
 

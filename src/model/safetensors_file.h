@@ -20,7 +20,7 @@ class SafetensorsFile {
  public:
   static StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
   static StatusOr<std::unique_ptr<SafetensorsFile>> Parse(const uint8_t* data, size_t size,
-                                                         std::string name);
+                                                          std::string name);
 
   const std::string& name() const { return name_; }
   const std::vector<TensorView>& tensors() const { return tensors_; }

@@ -11,11 +11,11 @@
 #include <optional>
 #include <vector>
 
+#include "base/kv_cache_dtype.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
-#include "base/kv_cache_dtype.h"
 #include "planner/memory_plan.h"
 #include "sched/scheduler_config.h"
 

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "base/kv_cache_dtype.h"
 #include "model/model_config.h"
 #include "pagellm/status.h"
-#include "base/kv_cache_dtype.h"
 #include "planner/model_footprint.h"
 
 namespace pagellm {

@@ -11,10 +11,10 @@
 // See docs/CAPACITY_PLANNING.md for the formulas and worked examples.
 #pragma once
 
+#include "base/kv_cache_dtype.h"
 #include "planner/byte_size.h"
 #include "planner/cpu_plan.h"
 #include "planner/device_catalog.h"
 #include "planner/host_memory.h"
-#include "base/kv_cache_dtype.h"
 #include "planner/memory_plan.h"
 #include "planner/model_footprint.h"

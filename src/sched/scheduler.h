@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
-#include "pagellm/status.h"
 #include "kv/request.h"
+#include "pagellm/status.h"
 #include "sched/scheduler_config.h"
 #include "sched/scheduler_output.h"
 

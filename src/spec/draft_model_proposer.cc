@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "tokenizer/tokenizer.h"
 #include "fmt/format.h"
 #include "pagellm/check.h"
 #include "sample/rejection_sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagellm {
 

@@ -26,13 +26,13 @@
 
 #include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
-#include "spec/speculative_config.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "pagellm/sampling_params.h"
 #include "pagellm/status.h"
 #include "sample/sampler.h"
 #include "sample/sampler_state.h"
+#include "spec/speculative_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {

@@ -8,8 +8,8 @@ namespace pagellm {
 
 // Speculative decoding (vLLM's --speculative-config). method "" = off.
 struct SpeculativeConfig {
-  std::string method;  // "" | "draft_model" | "ngram"
-  std::string model;   // draft model path (draft_model)
+  std::string method;                  // "" | "draft_model" | "ngram"
+  std::string model;                   // draft model path (draft_model)
   int32_t num_speculative_tokens = 0;  // k: drafts proposed per step and request
   // Longest sequence the draft runs on (--speculative-max-model-len / "max_model_len"); past it
   // a request decodes without drafts. 0 = min(target max_model_len, the draft's context).

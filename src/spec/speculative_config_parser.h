@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "spec/speculative_config.h"
 #include "pagellm/status.h"
+#include "spec/speculative_config.h"
 
 namespace pagellm {
 

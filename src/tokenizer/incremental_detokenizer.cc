@@ -8,8 +8,8 @@
 // dummy-prefix space is the one non-local part of decoding; DecodeContinuation handles it.
 #include <algorithm>
 
-#include "tokenizer/tokenizer.h"
 #include "base/utf8.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagellm {
 namespace {

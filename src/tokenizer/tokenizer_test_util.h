@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "base/mapped_file.h"
+#include "base/utf8.h"
 #include "model/gguf_file.h"
 #include "tokenizer/tokenizer.h"
-#include "base/utf8.h"
 
 namespace pagellm::testing {
 
