@@ -62,9 +62,11 @@ ThreadPool::~ThreadPool() {
 // job's fn_/ctx_ cannot change while a claimed task runs (the job is not done until it ends).
 void ThreadPool::DoTasks(uint64_t job, int thread_index) {
   uint64_t claim = claim_.load(std::memory_order_acquire);
-  while (JobOf(claim) == job && IndexOf(claim) < static_cast<uint64_t>(num_tasks_)) {
+  while (JobOf(claim) == job &&
+         IndexOf(claim) < static_cast<uint64_t>(num_tasks_.load(std::memory_order_relaxed))) {
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel)) continue;
-    fn_(ctx_, static_cast<int64_t>(IndexOf(claim)), thread_index);
+    fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed),
+                                        static_cast<int64_t>(IndexOf(claim)), thread_index);
     done_.fetch_add(1, std::memory_order_acq_rel);
     claim = claim_.load(std::memory_order_acquire);
   }
@@ -73,9 +75,9 @@ void ThreadPool::DoTasks(uint64_t job, int thread_index) {
 void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx) {
   CHECK_LT(num_tasks, int64_t{1} << 31);
   const uint64_t job = ++job_id_;
-  fn_ = fn;
-  ctx_ = ctx;
-  num_tasks_ = num_tasks;
+  fn_.store(fn, std::memory_order_relaxed);
+  ctx_.store(ctx, std::memory_order_relaxed);
+  num_tasks_.store(num_tasks, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   claim_.store(Pack(job, 0), std::memory_order_release);
   {

@@ -76,10 +76,13 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};    // tasks of the current job finished
   uint64_t job_id_ = 0;             // caller-side job counter
   std::atomic<bool> stop_{false};
-  // The current job; written by the caller before bumping generation_.
-  TaskFn fn_ = nullptr;
-  void* ctx_ = nullptr;
-  int64_t num_tasks_ = 0;
+  // The current job; written by the caller before it publishes the job's first claim. Atomic
+  // because a worker that woke late may still read num_tasks_ of a closed job while the caller
+  // writes the next one's (the closed claim makes it stop either way); fn_ and ctx_ are read
+  // only after a successful claim of the current job, which orders them after their writes.
+  std::atomic<TaskFn> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int64_t> num_tasks_{0};
 };
 
 }  // namespace pagellm

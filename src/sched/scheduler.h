@@ -1,5 +1,5 @@
 // Scheduler: decides, every engine step, which tokens of which requests to compute, with vLLM
-// V1 semantics (see anchors §2.2).
+// V1 semantics (docs/ARCHITECTURE.md, "One engine step").
 //
 // There is no prefill or decode phase: each request has num_computed_tokens and the scheduler
 // hands out a per-step token budget so that it catches up with the request's tokens (prompt,
