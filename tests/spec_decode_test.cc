@@ -14,6 +14,7 @@
 
 #include "engine/llm.h"
 #include "engine_test_util.h"
+#include "spec/speculative_config_parser.h"
 
 namespace pagellm {
 namespace {
@@ -76,7 +77,7 @@ EngineConfig BaseConfig(const std::string& model) {
 
 SpeculativeConfig DraftSpec(const std::string& draft, int k) {
   SpeculativeConfig s;
-  s.method = "draft_model";
+  s.method = SpeculativeMethod::kDraftModel;
   s.model = draft;
   s.num_speculative_tokens = k;
   s.draft_policy = "fixed";  // every request drafts k: the most verification work
@@ -85,7 +86,7 @@ SpeculativeConfig DraftSpec(const std::string& draft, int k) {
 
 SpeculativeConfig NgramSpec(int k) {
   SpeculativeConfig s;
-  s.method = "ngram";
+  s.method = SpeculativeMethod::kNgram;
   s.num_speculative_tokens = k;
   s.prompt_lookup_min = 1;
   s.prompt_lookup_max = 3;
@@ -235,15 +236,17 @@ TEST(SpecDecodeTest, SeededRandomSamplingReproducible) {
     probe->reset();
     const EngineRun a = RunOnPoisonedEngine(c, w);
     const EngineRun b = RunOnPoisonedEngine(c, w);
-    ExpectIdenticalOutputs(a, b, spec.method + " seeded rerun");
-    EXPECT_GT(a.stats.spec_decode.num_accepted_tokens, 0) << spec.method;
+    ExpectIdenticalOutputs(a, b, std::string(SpeculativeMethodName(spec.method)) + " seeded rerun");
+    EXPECT_GT(a.stats.spec_decode.num_accepted_tokens, 0) << SpeculativeMethodName(spec.method);
     if (spec.model == kTarget) {
       // Identical draft and target distributions: min(1, p/q) = 1, every draft accepted.
       EXPECT_EQ(a.stats.spec_decode.num_accepted_tokens, a.stats.spec_decode.num_draft_tokens);
     }
     EngineConfig narrow = c;
     narrow.scheduler.max_num_seqs = 3;
-    ExpectIdenticalOutputs(a, RunOnPoisonedEngine(narrow, w), spec.method + " seeded, 3 at a time");
+    ExpectIdenticalOutputs(
+        a, RunOnPoisonedEngine(narrow, w),
+        std::string(SpeculativeMethodName(spec.method)) + " seeded, 3 at a time");
   }
 }
 

@@ -19,6 +19,7 @@
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
 #include "spdlog/spdlog.h"
+#include "spec/speculative_config_parser.h"
 
 namespace pagellm::cli {
 namespace {
@@ -139,7 +140,7 @@ int RunThroughput(ThroughputOptions& o) {
     for (const EngineOutput& out : *outs) {
       total_out += static_cast<int64_t>(out.new_token_ids.size());
       finished += out.finished ? 1 : 0;
-      if (!out.error.empty() || (out.finished && out.finish_reason == "abort")) {
+      if (!out.error.empty() || (out.finished && out.finish_reason == FinishReason::kAbort)) {
         ++failed;
         if (first_error.empty()) first_error = out.error.empty() ? "aborted" : out.error;
       }
@@ -208,7 +209,7 @@ int RunThroughput(ThroughputOptions& o) {
   };
   if (c.speculative.enabled()) {
     // Speculative decoding: vLLM's acceptance figures over the whole run.
-    j["speculative_method"] = c.speculative.method;
+    j["speculative_method"] = SpeculativeMethodName(c.speculative.method);
     j["num_speculative_tokens"] = c.speculative.num_speculative_tokens;
     j["spec_num_drafts"] = end.spec_decode.num_drafts;
     j["spec_num_draft_tokens"] = end.spec_decode.num_draft_tokens;
@@ -243,9 +244,9 @@ int RunThroughput(ThroughputOptions& o) {
   fmt::print("{:<32} {:.2f}%\n", "Peak KV cache usage:", 100.0 * totals.peak_kv_usage);
   if (c.speculative.enabled()) {
     fmt::print("{:<32} {} k={}: {} drafts, {} draft tokens, {} accepted\n",
-               "Speculative decoding:", c.speculative.method, c.speculative.num_speculative_tokens,
-               end.spec_decode.num_drafts, end.spec_decode.num_draft_tokens,
-               end.spec_decode.num_accepted_tokens);
+               "Speculative decoding:", SpeculativeMethodName(c.speculative.method),
+               c.speculative.num_speculative_tokens, end.spec_decode.num_drafts,
+               end.spec_decode.num_draft_tokens, end.spec_decode.num_accepted_tokens);
     fmt::print("{:<32} {:.2f}%\n",
                "Draft acceptance rate:", 100.0 * end.spec_decode.AcceptanceRate());
     fmt::print("{:<32} {:.2f}\n",

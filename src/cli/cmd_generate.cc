@@ -71,7 +71,7 @@ int RunOne(LLM& llm, const SamplingParams& params, const std::string& prompt, bo
         std::fflush(stdout);
       }
       if (o.finished) {
-        c.finish_reason = o.finish_reason;
+        c.finish_reason = FinishReasonName(o.finish_reason);
         c.stop_reason = o.stop_reason;
       }
     }

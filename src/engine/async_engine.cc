@@ -86,7 +86,7 @@ void AsyncEngine::Loop() {
         EngineOutput o;
         o.request_id = id;
         o.finished = true;
-        o.finish_reason = "abort";
+        o.finish_reason = FinishReason::kAbort;
         o.error = st.message();
         fn(std::move(o));
         continue;

@@ -1,34 +1,34 @@
-// The engine core: owns every piece of mutable serving state (scheduler, KV cache, per-request
-// sampling / detokenization / stop state) and advances it one step at a time:
-//   Schedule -> swap copies -> Forward (one ragged batch) -> sample -> UpdateFromOutput.
+// The engine core: owns every piece of mutable serving state and advances it one step at a time.
+// One Step() is
+//   schedule (sched/scheduler.h) -> execute (swap copies, one ragged Backend::Forward)
+//   -> sample (sample/sampler.h; drafts verified by spec/speculative_decoder.h)
+//   -> update (Scheduler::UpdateFromOutput) -> outputs (engine/output_processor.h: text, stop
+//   strings, logprobs, finish reasons), and with speculative decoding the next step's drafts.
+// Per-request state: the scheduler's Request (tokens, blocks) and the OutputProcessor's
+// RequestState (sampling, detokenization, stop check, speculative part), both keyed by id.
 // It is single-threaded by design; AsyncEngine runs it on its loop thread and LLM runs it in
 // the caller's thread.
 #pragma once
 
 #include <chrono>
 #include <memory>
-#include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/engine_output.h"
 #include "engine/engine_stats.h"
+#include "engine/output_processor.h"
 #include "kv/kv_cache_storage.h"
+#include "model/model_config.h"
 #include "model/model_weights.h"
-#include "pagellm/outputs.h"
-#include "pagellm/sampling_params.h"
 #include "sample/sampler.h"
 #include "sample/sampler_state.h"
-#include "sample/stop_checker.h"
 #include "sched/scheduler.h"
-#include "spec/adaptive_draft_policy.h"
-#include "spec/draft_model_proposer.h"
-#include "spec/ngram_proposer.h"
-#include "spec/spec_decode_stats.h"
+#include "spec/speculative_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagellm {
@@ -38,12 +38,19 @@ class EngineCore {
   // Loads the model and tokenizer, sizes and allocates the KV cache (refusing an impossible
   // max_model_len with the numbers), and builds the scheduler.
   static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineConfig& config);
+  // An engine over a given backend instead of a loaded model (tests: a scripted backend). The
+  // model has `model_config` and no weights, so the KV cache is sized by
+  // config.num_gpu_blocks_override; `tokenizer` detokenizes the outputs.
+  static StatusOr<std::unique_ptr<EngineCore>> Create(const EngineConfig& config,
+                                                      const ModelConfig& model_config,
+                                                      std::unique_ptr<Tokenizer> tokenizer,
+                                                      std::unique_ptr<Backend> backend);
 
   // Checks a request without touching engine state (safe from any thread): sampling params,
   // prompt length against max_model_len, token ids against the vocabulary.
   Status ValidateRequest(const EngineRequest& request) const;
   Status AddRequest(EngineRequest request);
-  // Aborts a request; its final output (finish_reason "abort") comes from the next Step().
+  // Aborts a request; its final output (FinishReason::kAbort) comes from the next Step().
   void Abort(const std::string& request_id);
   bool HasUnfinishedRequests() const;
   // Runs one step and returns what it produced.
@@ -62,51 +69,45 @@ class EngineCore {
   // For tests: poison the whole KV cache with NaN (unused slots must never be read).
   void PoisonKvCache() {
     kv_.PoisonWithNaN();
-    if (draft_) draft_->PoisonKvCache();
+    if (spec_) spec_->PoisonKvCache();
   }
 
  private:
-  struct RequestState {
-    SamplingParams params;
-    SamplerState rng;
-    std::optional<IncrementalDetokenizer> detok;
-    StopChecker stop;
-    int32_t num_prompt_tokens;
-    std::chrono::steady_clock::time_point first_scheduled{};
-    std::vector<int32_t> prompt;  // kept only when prompt logprobs are wanted
-    std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
-    bool prompt_logprobs_sent = false;
-    // Draft-model speculation of a random request: [drafts][vocab] distributions the pending
-    // drafts were drawn from (empty for greedy requests and n-gram drafts).
-    std::vector<float> draft_probs;
+  // What sampling produced for the requests of a step that sample, in schedule order.
+  struct StepSamples {
+    std::vector<int32_t> index;         // [n] index into SchedulerOutput::scheduled
+    std::vector<EngineOutput> outputs;  // [n]
+    SampledTokensMap tokens;            // request id -> tokens appended (for the scheduler)
   };
 
   EngineCore() = default;
-  // Samples one token for a scheduled request and runs its stop check.
-  void SampleRequest(const ScheduledRequest& sched, const float* logits, Sampler& sampler,
-                     EngineOutput& out, SampledTokens& sampled);
-  // Per pool thread, reused by every verification it runs (no allocation per request).
-  struct VerifyScratch {
-    std::vector<float> probs;      // [k+1][vocab] target probabilities (sampled requests)
-    std::vector<int32_t> outputs;  // the request's output ids followed by its drafts
-    std::vector<int32_t> targets;  // [k+1] target greedy tokens (greedy requests)
-  };
-  // Speculative decoding: verifies a request's num_spec_tokens drafts against the target rows
-  // [first_row, first_row + drafts] (rejection sampling), then appends the emitted tokens one
-  // by one through the stop check, which may cut the run short.
-  // Returns the number of drafts accepted.
-  int32_t VerifyRequest(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler,
-                        VerifyScratch& scratch, EngineOutput& out, SampledTokens& sampled,
-                        SpecDecodeStats& stats);
-  // After a step's update: the draft model catches up on the verified tokens (finished
-  // requests included, so cached blocks hold draft KV too), then drafts for the next step, as
-  // many per request as draft_policy_ allocates.
-  Status ProposeDrafts(const SchedulerOutput& sched, const SampledTokensMap& sampled);
-  // Drafts a running request may get next step (0 = none): k, bounded by max_model_len, its
-  // remaining output tokens and the draft model's length.
-  int32_t MaxDrafts(const Request& req) const;
-  // Scores prompt tokens p+1 with the logits of rows at positions p of this step.
-  void ScorePromptTokens(const ScheduledRequest& sched, int32_t first_row, Sampler& sampler);
+  // Create()'s work once the model and tokenizer exist; a null backend means the model's own.
+  static StatusOr<std::unique_ptr<EngineCore>> Build(const EngineConfig& config,
+                                                     std::unique_ptr<LoadedModel> model,
+                                                     std::unique_ptr<Tokenizer> tokenizer,
+                                                     std::unique_ptr<Backend> backend);
+  // The final outputs of the requests aborted since the last step (their blocks are freed for
+  // this step's schedule).
+  std::vector<EngineOutput> ProcessAborts();
+  // Block copies between the KV pools that the schedule asks for, before the forward.
+  void ApplySwaps(const SchedulerOutput& sched);
+  // Runs the step's forward (one ragged batch) and scores prompt logprobs from its rows.
+  Status Execute(const SchedulerOutput& sched);
+  // Samples (or verifies the drafts of) every request that reached the end of its known tokens,
+  // in parallel, each through its stop check.
+  StepSamples Sample(const SchedulerOutput& sched);
+  // One request of Sample(): `last_row` is its last logits row; `thread` the pool thread.
+  // Returns the number of drafts accepted (0 without drafts).
+  int32_t SampleRequest(const ScheduledRequest& sched, int32_t last_row, int thread,
+                        EngineOutput& out);
+  // Hands the sampled tokens to the scheduler and completes this step's outputs (finish
+  // reasons, final text), appending them to `outputs`; returns the ids that finished.
+  std::vector<std::string> Update(const SchedulerOutput& sched, StepSamples& samples,
+                                  std::vector<EngineOutput>& outputs);
+  // With speculative decoding: the next step's drafts, then the draft state of the finished
+  // requests is dropped.
+  Status Speculate(const SchedulerOutput& sched, const SampledTokensMap& sampled,
+                   const std::vector<std::string>& finished);
 
   EngineConfig config_;
   std::unique_ptr<LoadedModel> model_;
@@ -114,23 +115,16 @@ class EngineCore {
   std::unique_ptr<ThreadPool> pool_;
   KvCacheStorage kv_;
   KvCacheStorage swap_kv_;  // secondary pool (empty when swapping is off)
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Backend> backend_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<Sampler> samplers_;  // one per pool thread
   SeedSource seeds_{0};
-  std::vector<int32_t> eos_ids_;
-  int32_t eos_id_ = -1;
-  std::unordered_map<std::string, std::unique_ptr<RequestState>> states_;
+  std::unique_ptr<OutputProcessor> output_;
   std::vector<std::string> pending_aborts_;
   KvCacheReport kv_report_;
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
-  // Speculative decoding (null when off).
-  std::unique_ptr<DraftModelProposer> draft_;
-  std::unique_ptr<NgramProposer> ngram_;
-  SpecDecodeStats spec_stats_;
-  AdaptiveDraftPolicy draft_policy_;           // drafts per request and step (adaptive or fixed k)
-  std::vector<VerifyScratch> verify_scratch_;  // per pool thread
+  std::unique_ptr<SpeculativeDecoder> spec_;  // null when speculative decoding is off
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;

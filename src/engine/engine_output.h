@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/finish_reason.h"
 #include "pagellm/outputs.h"
 #include "pagellm/sampling_params.h"
 
@@ -31,12 +32,12 @@ struct EngineOutput {
   // it), delivered once, with the request's first sampled token.
   std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
   bool finished = false;
-  std::string finish_reason;  // "stop" | "length" | "abort" when finished
-  std::string stop_reason;    // matched stop string or stop token id
+  FinishReason finish_reason = FinishReason::kStop;  // meaningful only when finished
+  std::string stop_reason;                           // matched stop string or stop token id
   int32_t num_prompt_tokens = 0;
   int32_t num_cached_tokens = 0;
   int32_t num_preemptions = 0;
-  // Set when the request could not be admitted (the engine finished it with "abort").
+  // Set when the request could not be admitted (the engine finished it with kAbort).
   std::string error;
   // When the scheduler first gave the request tokens to compute (default-constructed until
   // then); the server's queue / prefill time metrics are measured from it.

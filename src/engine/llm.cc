@@ -67,7 +67,7 @@ StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput
       if (!o.prompt_logprobs.empty() && r.prompt_logprobs.empty())
         r.prompt_logprobs = std::move(o.prompt_logprobs);
       if (o.finished) {
-        c.finish_reason = o.finish_reason;
+        c.finish_reason = FinishReasonName(o.finish_reason);
         c.stop_reason = o.stop_reason;
         r.num_cached_tokens = o.num_cached_tokens;
       }

@@ -12,7 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/finish_reason.h"
 #include "kv/block_hash.h"
+#include "pagellm/check.h"
 
 namespace pagellm {
 
@@ -53,18 +55,17 @@ inline std::string_view RequestStatusName(RequestStatus s) {
   return "UNKNOWN";
 }
 
-// OpenAI finish_reason of a finished status ("stop", "length", "abort"), as vLLM reports it.
-inline std::string_view FinishReasonName(RequestStatus s) {
+// The finish reason of a finished status, as vLLM reports it (an ignored request, one that can
+// never fit, counts as "length").
+inline FinishReason FinishReasonOf(RequestStatus s) {
   switch (s) {
     case RequestStatus::kFinishedStopped:
-      return "stop";
-    case RequestStatus::kFinishedLengthCapped:
-    case RequestStatus::kFinishedIgnored:
-      return "length";
+      return FinishReason::kStop;
     case RequestStatus::kFinishedAborted:
-      return "abort";
+      return FinishReason::kAbort;
     default:
-      return "";
+      CHECK(s == RequestStatus::kFinishedLengthCapped || s == RequestStatus::kFinishedIgnored);
+      return FinishReason::kLength;
   }
 }
 

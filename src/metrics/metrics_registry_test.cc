@@ -111,7 +111,7 @@ TEST(RequestTracker, RecordsVllmRequestMetrics) {
   tracker.OnOutput(o, t0 + std::chrono::milliseconds(10));
   tracker.OnOutput(o, t0 + std::chrono::milliseconds(20));
   o.finished = true;
-  o.finish_reason = "length";
+  o.finish_reason = FinishReason::kLength;
   tracker.OnOutput(o, t0 + std::chrono::milliseconds(40));
   const std::string text = metrics.Render(EngineStats{});
   auto has = [&](const std::string& line) { return text.find(line + "\n") != std::string::npos; };

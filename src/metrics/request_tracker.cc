@@ -30,7 +30,7 @@ void RequestTracker::OnOutput(const EngineOutput& o, Clock::time_point now) {
   if (!o.finished) return;
 
   FinishedRequestStats s;
-  s.finish_reason = o.finish_reason;
+  s.finish_reason = FinishReasonName(o.finish_reason);
   s.e2e_latency = Seconds(now - arrival_);
   s.num_prompt_tokens = o.num_prompt_tokens;
   s.num_generation_tokens = num_generation_tokens_;

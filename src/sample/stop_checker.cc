@@ -7,16 +7,6 @@
 
 namespace pagellm {
 
-const char* FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-  }
-  return "unknown";
-}
-
 StopChecker::StopChecker(const SamplingParams& params, int32_t eos_token_id,
                          std::span<const int32_t> extra_eos_ids, int max_output_tokens)
     : stop_token_ids_(params.stop_token_ids),

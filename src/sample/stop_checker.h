@@ -33,14 +33,10 @@
 #include <variant>
 #include <vector>
 
+#include "base/finish_reason.h"
 #include "pagellm/sampling_params.h"
 
 namespace pagellm {
-
-enum class FinishReason : uint8_t { kStop, kLength };
-
-// The OpenAI / vLLM spelling: "stop", "length".
-const char* FinishReasonName(FinishReason reason);
 
 // vLLM's stop_reason: None (EOS, length), the stop token id, or the matched stop string.
 using StopReason = std::variant<std::monostate, int32_t, std::string>;

@@ -368,7 +368,7 @@ TEST_F(SchedulerTest, FinishOnStopMaxTokensAndMaxModelLen) {
   EXPECT_EQ(u[0].status, RequestStatus::kFinishedLengthCapped);
   EXPECT_EQ(u[1].request_id, "ctx");
   EXPECT_EQ(u[1].status, RequestStatus::kFinishedLengthCapped);  // 8 tokens = max_model_len
-  EXPECT_EQ(FinishReasonName(u[1].status), "length");
+  EXPECT_EQ(FinishReasonOf(u[1].status), FinishReason::kLength);
   EXPECT_FALSE(sched_->has_unfinished_requests());
 }
 

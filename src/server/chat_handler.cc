@@ -71,12 +71,13 @@ struct ChatStream {
       return;
     }
     if (o.new_text.empty() && o.new_logprobs.empty() && !o.finished) return;
-    json choice = {{"index", k},
-                   {"delta", {{"content", o.new_text}}},
-                   {"logprobs", opts.params.logprobs ? ChatLogprobs(*ctx, o.new_logprobs, num_top,
-                                                                    opts.return_tokens_as_token_ids)
-                                                     : json(nullptr)},
-                   {"finish_reason", o.finished ? json(o.finish_reason) : json(nullptr)}};
+    json choice = {
+        {"index", k},
+        {"delta", {{"content", o.new_text}}},
+        {"logprobs", opts.params.logprobs ? ChatLogprobs(*ctx, o.new_logprobs, num_top,
+                                                         opts.return_tokens_as_token_ids)
+                                          : json(nullptr)},
+        {"finish_reason", o.finished ? json(FinishReasonName(o.finish_reason)) : json(nullptr)}};
     if (o.finished) choice["stop_reason"] = StopReasonJson(o.stop_reason, opts.params);
     json chunk = Chunk(json::array({std::move(choice)}));
     if (opts.include_usage && opts.continuous_usage_stats)

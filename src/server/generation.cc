@@ -70,7 +70,7 @@ void ChoiceResult::Add(const EngineOutput& o) {
   if (!o.error.empty()) error = o.error;
   if (o.finished) {
     finished = true;
-    finish_reason = o.finish_reason;
+    finish_reason = FinishReasonName(o.finish_reason);
     stop_reason = o.stop_reason;
   }
 }

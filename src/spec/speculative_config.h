@@ -6,9 +6,17 @@
 
 namespace pagellm {
 
-// Speculative decoding (vLLM's --speculative-config). method "" = off.
+// Who proposes the drafts. Spelled "draft_model" / "ngram" on the CLI and in JSON
+// (SpeculativeMethodName, ParseSpeculativeMethod in spec/speculative_config_parser.h).
+enum class SpeculativeMethod : uint8_t {
+  kNone,        // speculative decoding off
+  kDraftModel,  // a smaller model with the target's tokenizer (spec/draft_model_proposer.h)
+  kNgram,       // prompt lookup in the request's own tokens (spec/ngram_proposer.h)
+};
+
+// Speculative decoding (vLLM's --speculative-config). method kNone = off.
 struct SpeculativeConfig {
-  std::string method;                  // "" | "draft_model" | "ngram"
+  SpeculativeMethod method = SpeculativeMethod::kNone;
   std::string model;                   // draft model path (draft_model)
   int32_t num_speculative_tokens = 0;  // k: drafts proposed per step and request
   // Longest sequence the draft runs on (--speculative-max-model-len / "max_model_len"); past it
@@ -26,7 +34,7 @@ struct SpeculativeConfig {
   // "earliest" (vLLM's prompt lookup).
   std::string ngram_rule = "vote";
 
-  bool enabled() const { return !method.empty() && num_speculative_tokens > 0; }
+  bool enabled() const { return method != SpeculativeMethod::kNone && num_speculative_tokens > 0; }
 };
 
 }  // namespace pagellm

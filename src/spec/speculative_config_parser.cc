@@ -18,6 +18,27 @@ StatusOr<int32_t> GetInt(const nlohmann::json& v, const std::string& key) {
 
 }  // namespace
 
+const char* SpeculativeMethodName(SpeculativeMethod method) {
+  switch (method) {
+    case SpeculativeMethod::kNone:
+      return "";
+    case SpeculativeMethod::kDraftModel:
+      return "draft_model";
+    case SpeculativeMethod::kNgram:
+      return "ngram";
+  }
+  return "unknown";
+}
+
+StatusOr<SpeculativeMethod> ParseSpeculativeMethod(const std::string& name) {
+  for (SpeculativeMethod m :
+       {SpeculativeMethod::kNone, SpeculativeMethod::kDraftModel, SpeculativeMethod::kNgram}) {
+    if (name == SpeculativeMethodName(m)) return m;
+  }
+  return InvalidArgumentError(
+      fmt::format("speculative method '{}' is not supported (use draft_model or ngram)", name));
+}
+
 Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c) {
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
@@ -31,7 +52,11 @@ Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c)
         return InvalidArgumentError(
             fmt::format("--speculative-config: \"{}\" must be a string", key));
       const std::string s = v.is_null() ? "" : v.get<std::string>();
-      (key == "method" ? c.method : c.model) = s;
+      if (key == "method") {
+        ASSIGN_OR_RETURN(c.method, ParseSpeculativeMethod(s));
+      } else {
+        c.model = s;
+      }
     } else if (key == "num_speculative_tokens") {
       ASSIGN_OR_RETURN(c.num_speculative_tokens, GetInt(v, key));
     } else if (key == "max_model_len") {
@@ -67,20 +92,18 @@ Status MergeSpeculativeConfigJson(const std::string& json, SpeculativeConfig& c)
 Status ResolveSpeculativeConfig(SpeculativeConfig& c) {
   // vLLM's old spelling of n-gram drafting.
   if (c.model == "[ngram]" || c.model == "ngram") {
-    c.method = "ngram";
+    c.method = SpeculativeMethod::kNgram;
     c.model.clear();
   }
-  if (c.method.empty() && !c.model.empty()) c.method = "draft_model";
-  if (c.method.empty()) {
+  if (c.method == SpeculativeMethod::kNone && !c.model.empty())
+    c.method = SpeculativeMethod::kDraftModel;
+  if (c.method == SpeculativeMethod::kNone) {
     if (c.num_speculative_tokens > 0)
       return InvalidArgumentError(
           "--num-speculative-tokens needs a draft: --speculative-model PATH or "
           "--speculative-config with a method");
     return Status::Ok();
   }
-  if (c.method != "draft_model" && c.method != "ngram")
-    return InvalidArgumentError(fmt::format(
-        "speculative method '{}' is not supported (use draft_model or ngram)", c.method));
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > kMaxSpecLen)
     return InvalidArgumentError(
         fmt::format("num_speculative_tokens must be in [1, {}] for speculative decoding, got {}",
@@ -95,7 +118,7 @@ Status ResolveSpeculativeConfig(SpeculativeConfig& c) {
   if (!(c.draft_free_tokens >= 1.0 && c.draft_free_tokens <= 1e6))
     return InvalidArgumentError(fmt::format(
         "speculative draft_free_tokens must be in [1, 1e6], got {}", c.draft_free_tokens));
-  if (c.method == "draft_model") {
+  if (c.method == SpeculativeMethod::kDraftModel) {
     if (c.model.empty())
       return InvalidArgumentError("speculative method draft_model needs a model path");
     return Status::Ok();

@@ -10,6 +10,11 @@
 
 namespace pagellm {
 
+// "" (kNone), "draft_model", "ngram": the --speculative-config spelling.
+const char* SpeculativeMethodName(SpeculativeMethod method);
+// The inverse of SpeculativeMethodName; anything else is InvalidArgument.
+StatusOr<SpeculativeMethod> ParseSpeculativeMethod(const std::string& name);
+
 // Merges a --speculative-config JSON object into `config` (its keys override the individual
 // flags). Keys: method ("draft_model" | "ngram"), model, num_speculative_tokens, max_model_len,
 // prompt_lookup_min, prompt_lookup_max. Unknown keys and wrong types are InvalidArgument.

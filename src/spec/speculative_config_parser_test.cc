@@ -13,7 +13,7 @@ TEST(SpeculativeConfigParserTest, JsonDraftModel) {
                   c)
                   .ok());
   ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
-  EXPECT_EQ(c.method, "draft_model");
+  EXPECT_EQ(c.method, SpeculativeMethod::kDraftModel);
   EXPECT_EQ(c.model, "/m");
   EXPECT_EQ(c.num_speculative_tokens, 5);
   EXPECT_EQ(c.max_model_len, 256);
@@ -25,7 +25,7 @@ TEST(SpeculativeConfigParserTest, OldFlagsMeanDraftModel) {
   c.model = "/draft";
   c.num_speculative_tokens = 3;
   ASSERT_TRUE(ResolveSpeculativeConfig(c).ok());
-  EXPECT_EQ(c.method, "draft_model");
+  EXPECT_EQ(c.method, SpeculativeMethod::kDraftModel);
 }
 
 TEST(SpeculativeConfigParserTest, NgramDefaultsAsVllm) {
@@ -79,6 +79,19 @@ TEST(SpeculativeConfigParserTest, NgramRule) {
   EXPECT_FALSE(MergeSpeculativeConfigJson(R"({"ngram_rule": 2})", c).ok());
 }
 
+TEST(SpeculativeConfigParserTest, MethodNamesRoundTrip) {
+  for (SpeculativeMethod m :
+       {SpeculativeMethod::kNone, SpeculativeMethod::kDraftModel, SpeculativeMethod::kNgram}) {
+    StatusOr<SpeculativeMethod> parsed = ParseSpeculativeMethod(SpeculativeMethodName(m));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, m);
+  }
+  EXPECT_FALSE(ParseSpeculativeMethod("eagle").ok());
+  SpeculativeConfig c;
+  ASSERT_TRUE(MergeSpeculativeConfigJson(R"({"method": null})", c).ok());
+  EXPECT_EQ(c.method, SpeculativeMethod::kNone);
+}
+
 TEST(SpeculativeConfigParserTest, Errors) {
   SpeculativeConfig c;
   EXPECT_FALSE(MergeSpeculativeConfigJson("not json", c).ok());
@@ -88,15 +101,13 @@ TEST(SpeculativeConfigParserTest, Errors) {
   SpeculativeConfig no_draft;
   no_draft.num_speculative_tokens = 4;
   EXPECT_FALSE(resolve(no_draft).ok());
-  SpeculativeConfig bad_method;
-  bad_method.method = "eagle";
-  bad_method.num_speculative_tokens = 4;
-  EXPECT_FALSE(resolve(bad_method).ok());
+  EXPECT_FALSE(
+      MergeSpeculativeConfigJson(R"({"method": "eagle", "num_speculative_tokens": 4})", c).ok());
   SpeculativeConfig no_k;
-  no_k.method = "ngram";
+  no_k.method = SpeculativeMethod::kNgram;
   EXPECT_FALSE(resolve(no_k).ok());
   SpeculativeConfig bad_lookup;
-  bad_lookup.method = "ngram";
+  bad_lookup.method = SpeculativeMethod::kNgram;
   bad_lookup.num_speculative_tokens = 2;
   bad_lookup.prompt_lookup_min = 4;
   bad_lookup.prompt_lookup_max = 2;
