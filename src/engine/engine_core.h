@@ -12,12 +12,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/engine_output.h"
 #include "engine/engine_stats.h"
-#include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "pagellm/outputs.h"
 #include "pagellm/sampling_params.h"
@@ -61,7 +60,7 @@ class EngineCore {
   int32_t last_step_num_tokens() const { return last_step_num_tokens_; }
   // For tests: poison the whole KV cache with NaN (unused slots must never be read).
   void PoisonKvCache() {
-    kv_.PoisonWithNaN();
+    backend_->PoisonKvCache();
     if (draft_) draft_->PoisonKvCache();
   }
 
@@ -112,9 +111,7 @@ class EngineCore {
   std::unique_ptr<LoadedModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  KvCacheStorage kv_;
-  KvCacheStorage swap_kv_;  // secondary pool (empty when swapping is off)
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns the KV cache and its swap pool
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<Sampler> samplers_;  // one per pool thread
   SeedSource seeds_{0};
