@@ -4,6 +4,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "backend/backend_factory.h"
 #include "engine/generation_utils.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/kv_calibration.h"
@@ -69,22 +70,24 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   shape.dtype = r.kv_format.storage_dtype;
   shape.skip_layers = r.kv_format.skip_layers;
   shape.skip_dtype = r.kv_format.skip_dtype;
-  ASSIGN_OR_RETURN(e->kv_, KvCacheStorage::Create(shape));
-  if (r.num_swap_blocks >= 2) {
-    KvCacheShape swap = shape;
-    swap.num_blocks = r.num_swap_blocks;  // the secondary pool has no null block
-    ASSIGN_OR_RETURN(e->swap_kv_, KvCacheStorage::Create(swap));
-  }
   e->pool_ = std::make_unique<ThreadPool>(c.threads);
   e->samplers_.resize(e->pool_->num_threads());
-  e->backend_ =
-      backend ? std::move(backend)
-              : std::make_unique<CpuBackend>(*e->model_, &e->kv_, e->pool_.get(), c.max_model_len);
+  if (backend != nullptr) {
+    e->backend_ = std::move(backend);
+  } else {
+    ASSIGN_OR_RETURN(e->backend_,
+                     CreateBackend(*e->model_, BackendOptions(e->pool_.get(), c.max_model_len)));
+  }
+  // The secondary pool has no null block.
+  RETURN_IF_ERROR(
+      e->backend_->AllocateKvCache(shape, r.num_swap_blocks >= 2 ? r.num_swap_blocks : 0));
   RETURN_IF_ERROR(CalibrateKvCache(*e->model_, *e->tokenizer_, c.max_model_len,
-                                   c.calculate_kv_scales, &e->kv_, e->pool_.get()));
+                                   c.calculate_kv_scales, &e->backend_->kv_cache(),
+                                   e->pool_.get()));
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
-                            c.max_model_len, r.num_swap_blocks, KvCacheKeySpace(e->kv_.shape()));
+                            c.max_model_len, r.num_swap_blocks,
+                            KvCacheKeySpace(e->backend_->kv_shape()));
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
@@ -153,7 +156,7 @@ StatusOr<std::vector<EngineOutput>> EngineCore::Step() {
   ++num_steps_;
   last_step_num_tokens_ = sched.total_num_scheduled_tokens;
   output_->OnScheduled(sched, std::chrono::steady_clock::now());
-  ApplySwaps(sched);
+  backend_->SwapKvBlocks(sched.swap_out, sched.swap_in);
   if (spec_) spec_->OnScheduled(sched);
   RETURN_IF_ERROR(Execute(sched));
   StepSamples samples = Sample(sched);
@@ -173,11 +176,6 @@ std::vector<EngineOutput> EngineCore::ProcessAborts() {
   }
   pending_aborts_.clear();
   return outputs;
-}
-
-void EngineCore::ApplySwaps(const SchedulerOutput& sched) {
-  for (const BlockCopy& c : sched.swap_out) swap_kv_.CopyBlockFrom(kv_, c.src, c.dst);
-  for (const BlockCopy& c : sched.swap_in) kv_.CopyBlockFrom(swap_kv_, c.src, c.dst);
 }
 
 Status EngineCore::Execute(const SchedulerOutput& sched) {

@@ -16,13 +16,11 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cpu_backend.h"
 #include "base/thread_pool.h"
 #include "engine/engine_config.h"
 #include "engine/engine_output.h"
 #include "engine/engine_stats.h"
 #include "engine/output_processor.h"
-#include "kv/kv_cache_storage.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "sample/sampler.h"
@@ -68,7 +66,7 @@ class EngineCore {
   int32_t last_step_num_tokens() const { return last_step_num_tokens_; }
   // For tests: poison the whole KV cache with NaN (unused slots must never be read).
   void PoisonKvCache() {
-    kv_.PoisonWithNaN();
+    backend_->PoisonKvCache();
     if (spec_) spec_->PoisonKvCache();
   }
 
@@ -89,8 +87,6 @@ class EngineCore {
   // The final outputs of the requests aborted since the last step (their blocks are freed for
   // this step's schedule).
   std::vector<EngineOutput> ProcessAborts();
-  // Block copies between the KV pools that the schedule asks for, before the forward.
-  void ApplySwaps(const SchedulerOutput& sched);
   // Runs the step's forward (one ragged batch) and scores prompt logprobs from its rows.
   Status Execute(const SchedulerOutput& sched);
   // Samples (or verifies the drafts of) every request that reached the end of its known tokens,
@@ -113,9 +109,7 @@ class EngineCore {
   std::unique_ptr<LoadedModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  KvCacheStorage kv_;
-  KvCacheStorage swap_kv_;  // secondary pool (empty when swapping is off)
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns the KV cache and its swap pool
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<Sampler> samplers_;  // one per pool thread
   SeedSource seeds_{0};

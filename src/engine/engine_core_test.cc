@@ -81,6 +81,29 @@ class ScriptedBackend : public Backend {
   ScriptedBackend(Script script, int32_t block_size, Log* log)
       : script_(script), block_size_(block_size), log_(log) {}
 
+  // The KV pools are real host storage (the engine keys its prefix cache by their shape), but
+  // the script never reads them.
+  Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override {
+    EXPECT_EQ(shape.block_size, block_size_);
+    ASSIGN_OR_RETURN(kv_, KvCacheStorage::Create(shape));
+    if (num_swap_blocks > 0) {
+      KvCacheShape swap = shape;
+      swap.num_blocks = num_swap_blocks;
+      ASSIGN_OR_RETURN(swap_kv_, KvCacheStorage::Create(swap));
+    }
+    return Status::Ok();
+  }
+  KvCacheStorage& kv_cache() override { return kv_; }
+  void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override {
+    KvCacheStorage& from = src == KvPool::kPrimary ? kv_ : swap_kv_;
+    KvCacheStorage& to = dst == KvPool::kPrimary ? kv_ : swap_kv_;
+    for (const BlockCopy& c : copies) to.CopyBlockFrom(from, c.src, c.dst);
+  }
+  void PoisonKvCache() override {
+    kv_.PoisonWithNaN();
+    swap_kv_.PoisonWithNaN();
+  }
+
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override {
     ++log_->num_forwards;
     log_->max_seqs = std::max(log_->max_seqs, static_cast<int32_t>(batch.seqs.size()));
@@ -112,6 +135,8 @@ class ScriptedBackend : public Backend {
   Script script_;
   int32_t block_size_;
   Log* log_;
+  KvCacheStorage kv_;
+  KvCacheStorage swap_kv_;
 };
 
 ModelConfig TinyModel() {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "planner/cpu_plan.h"
 #include "spdlog/spdlog.h"
 
@@ -23,17 +23,18 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
   o.max_num_seqs = config.scheduler.max_num_seqs;
   o.kv_cache_dtype = config.kv_cache_dtype;
   o.kv_cache_dtype_skip_layers = config.kv_cache_dtype_skip_layers;
-  o.activation_bytes = CpuBackend::ActivationBytes(mc, config.scheduler.max_num_batched_tokens,
-                                                   config.scheduler.max_num_seqs);
+  o.activation_bytes =
+      BackendActivationBytes(BackendKind::kCpu, mc, config.scheduler.max_num_batched_tokens,
+                             config.scheduler.max_num_seqs);
   MemoryPlan plan;
   if (draft != nullptr) {
     // The draft's weights, activations and KV (same block count) share the budget; the split
     // is the planner's, so `pagellm plan --speculative-model` prints the same numbers.
     DraftFootprint d;
     d.weights_bytes = draft->weights_bytes();
-    d.activation_bytes =
-        CpuBackend::ActivationBytes(draft->model().config, config.scheduler.max_num_batched_tokens,
-                                    config.scheduler.max_num_seqs);
+    d.activation_bytes = BackendActivationBytes(BackendKind::kCpu, draft->model().config,
+                                                config.scheduler.max_num_batched_tokens,
+                                                config.scheduler.max_num_seqs);
     d.kv_bytes_per_token = draft->kv_bytes_per_token();
     ASSIGN_OR_RETURN(plan, ComputeCpuKvPlanWithDraft(mc, model.weights.total_bytes, 0, o, d));
     RETURN_IF_ERROR(CheckPlanFits(plan));

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "kernels/kv_quant.h"
 #include "spdlog/spdlog.h"
 
@@ -101,11 +101,12 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
   fshape.head_dim = shape.head_dim;
   fshape.block_size = 16;
   fshape.num_blocks = (n + fshape.block_size - 1) / fshape.block_size + 1;
-  ASSIGN_OR_RETURN(KvCacheStorage fkv, KvCacheStorage::Create(fshape));
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(model, BackendOptions(pool, n)));
+  RETURN_IF_ERROR(backend->AllocateKvCache(fshape, /*num_swap_blocks=*/0));
+  KvCacheStorage& fkv = backend->kv_cache();
   std::vector<int32_t> table(fshape.num_blocks - 1);
   for (size_t b = 0; b < table.size(); ++b) table[b] = static_cast<int32_t>(b + 1);
   {
-    CpuBackend backend(model, &fkv, pool, n);
     ForwardBatch batch;
     batch.token_ids = ids;
     SequenceChunk chunk;
@@ -114,7 +115,7 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
     chunk.block_table = table;
     batch.seqs.push_back(chunk);
     ForwardOutput out;
-    RETURN_IF_ERROR(backend.Forward(batch, &out));
+    RETURN_IF_ERROR(backend->Forward(batch, &out));
   }
 
   const int d = shape.head_dim, heads = shape.num_kv_heads;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "backend/backend_factory.h"
 #include "engine/kv_calibration.h"
 #include "fmt/format.h"
 #include "model/gguf_file.h"
@@ -37,13 +38,13 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   shape.dtype = kv_format.storage_dtype;
   shape.skip_layers = kv_format.skip_layers;
   shape.skip_dtype = kv_format.skip_dtype;
-  ASSIGN_OR_RETURN(s->kv_, KvCacheStorage::Create(shape));
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
-  s->backend_ =
-      std::make_unique<CpuBackend>(*s->model_, &s->kv_, s->pool_.get(), s->max_model_len_);
+  ASSIGN_OR_RETURN(s->backend_,
+                   CreateBackend(*s->model_, BackendOptions(s->pool_.get(), s->max_model_len_)));
+  RETURN_IF_ERROR(s->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
   if (s->tokenizer_) {
     RETURN_IF_ERROR(CalibrateKvCache(*s->model_, *s->tokenizer_, s->max_model_len_,
-                                     o.calculate_kv_scales, &s->kv_, s->pool_.get()));
+                                     o.calculate_kv_scales, &s->kv(), s->pool_.get()));
   }
   return s;
 }

@@ -7,9 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "base/thread_pool.h"
-#include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
 #include "tokenizer/tokenizer.h"
@@ -38,18 +37,17 @@ class ModelSession {
   // Null when the model has no tokenizer and require_tokenizer was false.
   const Tokenizer* tokenizer() const { return tokenizer_.get(); }
   Backend& backend() { return *backend_; }
-  KvCacheStorage& kv() { return kv_; }
+  KvCacheStorage& kv() { return backend_->kv_cache(); }
   ThreadPool& pool() { return *pool_; }
   int max_model_len() const { return max_model_len_; }
-  int block_size() const { return kv_.shape().block_size; }
+  int block_size() const { return backend_->kv_shape().block_size; }
 
  private:
   ModelSession() = default;
   std::unique_ptr<LoadedModel> model_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<ThreadPool> pool_;
-  KvCacheStorage kv_;
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns the KV cache
   int max_model_len_ = 0;
 };
 

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <span>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "base/kv_cache_dtype.h"
 #include "engine/kv_calibration.h"
 #include "engine/model_session.h"
@@ -59,11 +59,11 @@ class Evaluator::Pass {
     shape.dtype = format.storage_dtype;
     shape.skip_layers = format.skip_layers;
     shape.skip_dtype = format.skip_dtype;
-    ASSIGN_OR_RETURN(p->kv_, KvCacheStorage::Create(shape));
-    p->backend_ = std::make_unique<CpuBackend>(model, &p->kv_, pool, max_positions);
+    ASSIGN_OR_RETURN(p->backend_, CreateBackend(model, BackendOptions(pool, max_positions)));
+    RETURN_IF_ERROR(p->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
     // The same start-up calibration (K smoothing, fp8 scales) as EngineCore::Create.
-    RETURN_IF_ERROR(
-        CalibrateKvCache(model, tokenizer, c.max_model_len, c.calculate_kv_scales, &p->kv_, pool));
+    RETURN_IF_ERROR(CalibrateKvCache(model, tokenizer, c.max_model_len, c.calculate_kv_scales,
+                                     &p->backend_->kv_cache(), pool));
     return p;
   }
   Status Forward(const ForwardBatch& batch) { return backend_->Forward(batch, &out_); }
@@ -71,8 +71,7 @@ class Evaluator::Pass {
 
  private:
   Pass() = default;
-  KvCacheStorage kv_;
-  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Backend> backend_;  // owns the pass's KV cache
   ForwardOutput out_;
 };
 

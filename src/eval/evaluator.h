@@ -1,7 +1,7 @@
 // Perplexity and KV-cache-dtype divergence measured through the paged engine path: every
-// forward runs on CpuBackend over a real KvCacheStorage (in the configured --kv-cache-dtype)
-// with block tables, documents packed into ragged batches with all-position logits. The
-// softmax statistics are computed in double.
+// forward runs on a Backend (backend/backend.h) over a real KvCacheStorage (in the configured
+// --kv-cache-dtype) with block tables, documents packed into ragged batches with all-position
+// logits. The softmax statistics are computed in double.
 //
 //   Perplexity: each document is BOS + tokens; long documents are scored with sliding windows
 //   (see scoring_windows.h). mean NLL = sum of -log p(target) / targets; PPL = exp(mean NLL).

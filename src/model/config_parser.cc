@@ -9,126 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "model/arch_spec.h"
+#include "model/json_fields.h"
+
 namespace pagellm {
 namespace {
 
 using Json = nlohmann::json;
-
-// Typed access to a JSON object's fields; a missing key and an explicit null both count as
-// absent (HF configs write `"rope_scaling": null`). Errors name the source and the key.
-class JsonFields {
- public:
-  JsonFields(const Json& obj, const std::string& source) : obj_(obj), source_(source) {}
-
-  const Json* Get(const char* key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  // Integers; floats are accepted when integral (some exporters write 4096.0).
-  StatusOr<std::optional<int64_t>> Int(const char* key) const {
-    const Json* j = Get(key);
-    if (j == nullptr) return std::optional<int64_t>();
-    if (j->is_number_unsigned()) {
-      const uint64_t u = j->get<uint64_t>();
-      if (u > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) return OutOfRange(key);
-      return std::optional<int64_t>(static_cast<int64_t>(u));
-    }
-    if (j->is_number_integer()) {
-      const int64_t v = j->get<int64_t>();
-      if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
-        return OutOfRange(key);
-      }
-      return std::optional<int64_t>(v);
-    }
-    if (j->is_number_float()) {
-      const double d = j->get<double>();
-      if (!(std::fabs(d) <= std::numeric_limits<int32_t>::max()) || d != std::floor(d)) {
-        return WrongType(key, "an integer");
-      }
-      return std::optional<int64_t>(static_cast<int64_t>(d));
-    }
-    return WrongType(key, "an integer");
-  }
-
-  StatusOr<int> RequiredInt(const char* key) const {
-    ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
-    if (!v) return InvalidArgumentError(fmt::format("{}: missing '{}'", source_, key));
-    return static_cast<int>(*v);
-  }
-
-  StatusOr<int> IntOr(const char* key, int dflt) const {
-    ASSIGN_OR_RETURN(std::optional<int64_t> v, Int(key));
-    return v ? static_cast<int>(*v) : dflt;
-  }
-
-  StatusOr<std::optional<double>> Float(const char* key) const {
-    const Json* j = Get(key);
-    if (j == nullptr) return std::optional<double>();
-    if (!j->is_number()) return WrongType(key, "a number");
-    const double d = j->get<double>();
-    if (!std::isfinite(d)) return WrongType(key, "a finite number");
-    return std::optional<double>(d);
-  }
-
-  StatusOr<float> FloatOr(const char* key, float dflt) const {
-    ASSIGN_OR_RETURN(std::optional<double> v, Float(key));
-    return v ? static_cast<float>(*v) : dflt;
-  }
-
-  StatusOr<float> RequiredFloat(const char* key) const {
-    ASSIGN_OR_RETURN(std::optional<double> v, Float(key));
-    if (!v) return InvalidArgumentError(fmt::format("{}: missing '{}'", source_, key));
-    return static_cast<float>(*v);
-  }
-
-  StatusOr<bool> BoolOr(const char* key, bool dflt) const {
-    const Json* j = Get(key);
-    if (j == nullptr) return dflt;
-    if (!j->is_boolean()) return WrongType(key, "a boolean");
-    return j->get<bool>();
-  }
-
-  StatusOr<std::optional<std::string>> String(const char* key) const {
-    const Json* j = Get(key);
-    if (j == nullptr) return std::optional<std::string>();
-    if (!j->is_string()) return WrongType(key, "a string");
-    return std::optional<std::string>(j->get<std::string>());
-  }
-
-  // An id or a list of ids (eos_token_id may be either).
-  StatusOr<std::optional<std::vector<int32_t>>> IdList(const char* key) const {
-    const Json* j = Get(key);
-    if (j == nullptr) return std::optional<std::vector<int32_t>>();
-    std::vector<int32_t> ids;
-    auto take = [&](const Json& e) -> Status {
-      if (!e.is_number_integer() || e.get<int64_t>() < 0 ||
-          e.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        return WrongType(key, "a token id or a list of token ids");
-      }
-      ids.push_back(static_cast<int32_t>(e.get<int64_t>()));
-      return Status::Ok();
-    };
-    if (j->is_array()) {
-      for (const Json& e : *j) RETURN_IF_ERROR(take(e));
-    } else {
-      RETURN_IF_ERROR(take(*j));
-    }
-    return std::optional<std::vector<int32_t>>(std::move(ids));
-  }
-
-  Status WrongType(const char* key, const char* want) const {
-    return InvalidArgumentError(fmt::format("{}: '{}' must be {}", source_, key, want));
-  }
-  Status OutOfRange(const char* key) const {
-    return OutOfRangeError(fmt::format("{}: '{}' is out of range", source_, key));
-  }
-
- private:
-  const Json& obj_;
-  const std::string& source_;
-};
 
 StatusOr<Json> ParseJsonObject(const std::string& text, const std::string& source) {
   Json root = Json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
@@ -192,16 +79,12 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
                     SupportedArchitecturesList()));
   }
   c.hf_architecture = (*arch_it)[0].get<std::string>();
-  if (c.hf_architecture == "LlamaForCausalLM") {
-    c.arch = Architecture::kLlama;
-  } else if (c.hf_architecture == "MistralForCausalLM") {
-    c.arch = Architecture::kMistral;
-  } else if (c.hf_architecture == "Qwen2ForCausalLM") {
-    c.arch = Architecture::kQwen2;
-  } else {
+  const ArchSpec* spec = FindArchByHfName(c.hf_architecture);
+  if (spec == nullptr) {
     return InvalidArgumentError(fmt::format("{}: unsupported architecture '{}'; supported: {}", src,
                                             c.hf_architecture, SupportedArchitecturesList()));
   }
+  c.arch = spec->arch;
 
   ASSIGN_OR_RETURN(c.hidden_size, f.RequiredInt("hidden_size"));
   ASSIGN_OR_RETURN(c.intermediate_size, f.RequiredInt("intermediate_size"));
@@ -223,12 +106,8 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
     }
     c.head_dim = c.hidden_size / c.num_heads;
   }
-  // Defaults below are those of the transformers config classes.
-  const int default_positions = c.arch == Architecture::kLlama     ? 2048
-                                : c.arch == Architecture::kMistral ? 4096 * 32
-                                                                   : 32768;
   ASSIGN_OR_RETURN(c.max_position_embeddings,
-                   f.IntOr("max_position_embeddings", default_positions));
+                   f.IntOr("max_position_embeddings", spec->hf_default_max_positions));
   ASSIGN_OR_RETURN(c.rms_norm_eps, f.FloatOr("rms_norm_eps", 1e-6f));
   ASSIGN_OR_RETURN(c.rope_theta, f.FloatOr("rope_theta", 10000.0f));
   RETURN_IF_ERROR(ParseHfRopeScaling(root, src, &c));
@@ -243,44 +122,8 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
   ASSIGN_OR_RETURN(bool mlp_bias, f.BoolOr("mlp_bias", false));
   if (mlp_bias) return UnimplementedError(src + ": 'mlp_bias' true is not supported");
 
-  switch (c.arch) {
-    case Architecture::kLlama: {
-      // Llama's attention_bias also adds an o_proj bias, which the engine has no slot for.
-      ASSIGN_OR_RETURN(bool bias, f.BoolOr("attention_bias", false));
-      if (bias) {
-        return UnimplementedError(src +
-                                  ": 'attention_bias' true (q/k/v/o biases) is not "
-                                  "supported for LlamaForCausalLM");
-      }
-      break;
-    }
-    case Architecture::kMistral: {
-      // MistralConfig defaults to a 4096 window; newer checkpoints write null (full attention).
-      auto it = root.find("sliding_window");
-      if (it == root.end()) {
-        c.sliding_window = 4096;
-      } else {
-        ASSIGN_OR_RETURN(c.sliding_window, f.IntOr("sliding_window", 0));
-      }
-      break;
-    }
-    case Architecture::kQwen2: {
-      c.attention_bias = true;  // q/k/v always carry biases in Qwen2
-      ASSIGN_OR_RETURN(bool use_sw, f.BoolOr("use_sliding_window", false));
-      if (use_sw) {
-        // transformers applies the window only to layers >= max_window_layers.
-        ASSIGN_OR_RETURN(int max_window_layers, f.IntOr("max_window_layers", 28));
-        ASSIGN_OR_RETURN(int window, f.IntOr("sliding_window", 4096));
-        if (max_window_layers < c.num_layers && window > 0) {
-          return UnimplementedError(fmt::format(
-              "{}: use_sliding_window with max_window_layers {} < num_hidden_layers {} (per-layer "
-              "sliding window) is not supported",
-              src, max_window_layers, c.num_layers));
-        }
-      }
-      break;
-    }
-  }
+  c.attention_bias = spec->qkv_bias;
+  RETURN_IF_ERROR(spec->parse_hf_fields(f, src, &c));
 
   ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> bos, f.IdList("bos_token_id"));
   if (bos) {
@@ -344,8 +187,6 @@ Status ParseGenerationConfig(const std::string& json_text, const std::string& so
 
 namespace {
 
-constexpr const char* kSupportedGgufArchs = "llama, qwen2";
-
 // Reads `key` as an int when present; NotFound leaves `*out` unchanged.
 Status OptionalGgufInt(const GgufFile& g, const std::string& key, int* out) {
   StatusOr<int64_t> v = g.GetInt(key);
@@ -405,21 +246,16 @@ Status ParseGgufRopeFreqs(const GgufFile& g, ModelConfig* c) {
 StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
   ASSIGN_OR_RETURN(std::string arch, g.GetString("general.architecture"));
   ModelConfig c;
-  if (arch == "llama") {
-    // llama.cpp's converter permutes q/k rows for adjacent-pair RoPE.
-    c.arch = Architecture::kLlama;
-    c.hf_architecture = "LlamaForCausalLM";
-    c.rope_interleaved = true;
-  } else if (arch == "qwen2") {
-    c.arch = Architecture::kQwen2;
-    c.hf_architecture = "Qwen2ForCausalLM";
-    c.rope_interleaved = false;
-    c.attention_bias = true;
-  } else {
+  const ArchSpec* spec = FindArchByGgufName(arch);
+  if (spec == nullptr) {
     return InvalidArgumentError(fmt::format(
         "{}: unsupported GGUF architecture '{}' (key 'general.architecture'); supported: {}",
-        g.name(), arch, kSupportedGgufArchs));
+        g.name(), arch, SupportedGgufArchitecturesList()));
   }
+  c.arch = spec->arch;
+  c.hf_architecture = spec->hf_name;
+  c.rope_interleaved = spec->gguf_rope_interleaved;
+  c.attention_bias = spec->qkv_bias;
   const std::string p = arch + ".";
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "embedding_length", &c.hidden_size));
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "feed_forward_length", &c.intermediate_size));

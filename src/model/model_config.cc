@@ -72,8 +72,4 @@ Status ModelConfig::Validate() const {
   return Status::Ok();
 }
 
-std::string SupportedArchitecturesList() {
-  return "LlamaForCausalLM (Llama 1/2/3, SmolLM), MistralForCausalLM, Qwen2ForCausalLM";
-}
-
 }  // namespace pagellm

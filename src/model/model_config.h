@@ -12,7 +12,7 @@
 namespace pagellm {
 
 // Llama 1/2/3 and SmolLM are kLlama; Mistral differs only by sliding window; Qwen2/2.5 adds
-// q/k/v biases.
+// q/k/v biases. Each has one ArchSpec row (model/arch_spec.h) that says everything else.
 enum class Architecture { kLlama, kMistral, kQwen2 };
 
 struct ModelConfig {
@@ -51,8 +51,5 @@ struct ModelConfig {
   int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
 };
-
-// Supported HF `architectures` names, for error messages.
-std::string SupportedArchitecturesList();
 
 }  // namespace pagellm

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "base/half.h"
+#include "model/arch_spec.h"
 #include "model/config_parser.h"
 #include "model/gguf_file.h"
 #include "model/model_weights.h"
@@ -27,66 +28,16 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
-// Tensor names of one file format. Layer names are `layer_prefix + N + "." + suffix`.
-struct TensorNames {
-  const char* embed;
-  const char* layer_prefix;
-  const char* attn_norm;
-  const char* wq;
-  const char* wk;
-  const char* wv;
-  const char* wo;
-  const char* bq;
-  const char* bk;
-  const char* bv;
-  const char* ffn_norm;
-  const char* w_gate;
-  const char* w_up;
-  const char* w_down;
-  const char* final_norm;
-  const char* lm_head;
-};
-
-constexpr TensorNames kHfNames = {
-    "model.embed_tokens.weight",
-    "model.layers.",
-    "input_layernorm.weight",
-    "self_attn.q_proj.weight",
-    "self_attn.k_proj.weight",
-    "self_attn.v_proj.weight",
-    "self_attn.o_proj.weight",
-    "self_attn.q_proj.bias",
-    "self_attn.k_proj.bias",
-    "self_attn.v_proj.bias",
-    "post_attention_layernorm.weight",
-    "mlp.gate_proj.weight",
-    "mlp.up_proj.weight",
-    "mlp.down_proj.weight",
-    "model.norm.weight",
-    "lm_head.weight",
-};
-
-constexpr TensorNames kGgufNames = {
-    "token_embd.weight",  "blk.",
-    "attn_norm.weight",   "attn_q.weight",
-    "attn_k.weight",      "attn_v.weight",
-    "attn_output.weight", "attn_q.bias",
-    "attn_k.bias",        "attn_v.bias",
-    "ffn_norm.weight",    "ffn_gate.weight",
-    "ffn_up.weight",      "ffn_down.weight",
-    "output_norm.weight", "output.weight",
-};
-
 // The tensors of a model across its files, and the checks and conversions that turn them into
 // ModelWeights. Records which tensors were used so leftovers can be reported.
-class WeightBinder {
+class WeightBinder : public TensorBinder {
  public:
   // `file` must outlive the binder (it names the file in errors).
   void set_source(const std::string* file) { source_ = file; }  // named for missing tensors
   void Add(const TensorView* t, const std::string* file) { tensors_[t->name] = {t, file}; }
-  bool Has(const std::string& name) const { return tensors_.count(name) != 0; }
+  bool Has(const std::string& name) const override { return tensors_.count(name) != 0; }
 
-  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) {
+  StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) override {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {rows, cols}));
     const TensorView& t = *e->tensor;
     int64_t align = 2;  // fp16 halves and the fp16 scale of quantized blocks
@@ -117,7 +68,7 @@ class WeightBinder {
     return m;
   }
 
-  StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) {
+  StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) override {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {n}));
     const TensorView& t = *e->tensor;
     std::vector<float> out(static_cast<size_t>(n));
@@ -181,8 +132,7 @@ class WeightBinder {
     return v;
   }
 
-  // Marks a tensor as used without binding it (an lm_head tied to the embedding anyway).
-  void Ignore(const std::string& name) { used_.insert(name); }
+  void Ignore(const std::string& name) override { used_.insert(name); }
 
   // A bias we did not bind would be silently dropped from the forward pass; refuse instead.
   Status CheckNoUnusedBiases(const std::string& arch) const {
@@ -230,41 +180,12 @@ class WeightBinder {
   int64_t num_parameters_ = 0;
 };
 
-// Binds every tensor the config calls for. Sets config->tie_word_embeddings when the output
-// projection is absent and config->weight_dtype from the first layer's q projection.
-Status BindWeights(const TensorNames& n, WeightBinder& b, ModelConfig* config, ModelWeights* w) {
-  const ModelConfig& c = *config;
-  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
-  ASSIGN_OR_RETURN(w->embed, b.Matrix(n.embed, c.vocab_size, hidden));
-  w->layers.resize(c.num_layers);
-  for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = fmt::format("{}{}.", n.layer_prefix, i);
-    LayerWeights& l = w->layers[i];
-    ASSIGN_OR_RETURN(l.attn_norm, b.Vector(p + n.attn_norm, hidden));
-    ASSIGN_OR_RETURN(l.wq, b.Matrix(p + n.wq, c.q_dim(), hidden));
-    ASSIGN_OR_RETURN(l.wk, b.Matrix(p + n.wk, c.kv_dim(), hidden));
-    ASSIGN_OR_RETURN(l.wv, b.Matrix(p + n.wv, c.kv_dim(), hidden));
-    ASSIGN_OR_RETURN(l.wo, b.Matrix(p + n.wo, hidden, c.q_dim()));
-    if (c.attention_bias) {
-      ASSIGN_OR_RETURN(l.bq, b.Vector(p + n.bq, c.q_dim()));
-      ASSIGN_OR_RETURN(l.bk, b.Vector(p + n.bk, c.kv_dim()));
-      ASSIGN_OR_RETURN(l.bv, b.Vector(p + n.bv, c.kv_dim()));
-    }
-    ASSIGN_OR_RETURN(l.ffn_norm, b.Vector(p + n.ffn_norm, hidden));
-    ASSIGN_OR_RETURN(l.w_gate, b.Matrix(p + n.w_gate, inter, hidden));
-    ASSIGN_OR_RETURN(l.w_up, b.Matrix(p + n.w_up, inter, hidden));
-    ASSIGN_OR_RETURN(l.w_down, b.Matrix(p + n.w_down, hidden, inter));
-  }
-  ASSIGN_OR_RETURN(w->final_norm, b.Vector(n.final_norm, hidden));
-  if (!b.Has(n.lm_head)) config->tie_word_embeddings = true;
-  if (config->tie_word_embeddings) {
-    w->lm_head = w->embed;
-    b.Ignore(n.lm_head);
-  } else {
-    ASSIGN_OR_RETURN(w->lm_head, b.Matrix(n.lm_head, c.vocab_size, hidden));
-  }
-  config->weight_dtype = w->layers[0].wq.dtype;
-  RETURN_IF_ERROR(b.CheckNoUnusedBiases(c.hf_architecture));
+// Binds the architecture's tensors (model/arch_spec.h), then refuses leftover biases and
+// records the totals.
+Status BindWeights(const ArchTensorNames& names, WeightBinder& b, ModelConfig* config,
+                   ModelWeights* w) {
+  RETURN_IF_ERROR(GetArchSpec(config->arch).bind_weights(names, b, config, w));
+  RETURN_IF_ERROR(b.CheckNoUnusedBiases(config->hf_architecture));
   w->total_bytes = b.total_bytes();
   w->num_parameters = b.num_parameters();
   return Status::Ok();
@@ -368,7 +289,8 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
   std::string weights_source;
   RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
   binder.set_source(&weights_source);
-  RETURN_IF_ERROR(BindWeights(kHfNames, binder, &m->config, &m->weights));
+  RETURN_IF_ERROR(
+      BindWeights(*GetArchSpec(m->config.arch).hf_tensors, binder, &m->config, &m->weights));
   RETURN_IF_ERROR(BindKvScales(binder, m->config, &m->weights));
   return m;
 }
@@ -383,7 +305,8 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> g
   WeightBinder binder;
   for (const TensorView& t : gguf->tensors()) binder.Add(&t, &gguf->name());
   binder.set_source(&gguf->name());
-  RETURN_IF_ERROR(BindWeights(kGgufNames, binder, &m->config, &m->weights));
+  RETURN_IF_ERROR(
+      BindWeights(*GetArchSpec(m->config.arch).gguf_tensors, binder, &m->config, &m->weights));
   m->gguf = std::move(gguf);  // the views point into its mapping, which does not move
   return m;
 }

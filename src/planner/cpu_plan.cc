@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "planner/host_memory.h"
 
 namespace pagellm {
 
 int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_tokens,
                            int64_t max_num_seqs) {
-  return CpuBackend::ActivationBytes(config, max_num_batched_tokens, max_num_seqs);
+  return BackendActivationBytes(BackendKind::kCpu, config, max_num_batched_tokens, max_num_seqs);
 }
 
 StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights_bytes,

@@ -44,7 +44,7 @@ struct CpuKvOptions {
 //   T x (3 x hidden + 2 x q_dim + 2 x kv_dim + 2 x intermediate) floats
 //     + R x (hidden + vocab) floats,  R = max_num_seqs rows that need logits (at most one per
 //                                      running request; prompt logprobs are not counted),
-// as computed by CpuBackend::ActivationBytes (4-byte floats).
+// as computed by BackendActivationBytes for the CPU backend (4-byte floats).
 int64_t CpuActivationBytes(const ModelConfig& config, int64_t max_num_batched_tokens,
                            int64_t max_num_seqs);
 

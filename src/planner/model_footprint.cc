@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "model/arch_spec.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -34,24 +35,16 @@ int KvHeadsPerDevice(const ModelConfig& c, int tp) {
 
 WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_parameter, int tp) {
   CHECK(ValidateTensorParallel(c, tp).ok()) << "invalid tensor-parallel split";
-  const int64_t hidden = c.hidden_size, inter = c.intermediate_size, vocab = c.vocab_size;
-  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
-  const int64_t kv_dim_rank = int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim;
-  const int64_t q_dim_rank = q_dim / tp;
-  const int64_t inter_rank = (inter + tp - 1) / tp;
-  const int64_t vocab_rank = (vocab + tp - 1) / tp;
-  const int64_t lm_heads = c.tie_word_embeddings ? 1 : 2;
-  const int64_t bias = c.attention_bias ? 1 : 0;
-
-  const int64_t layer = 2 * q_dim * hidden + 2 * kv_dim * hidden + 3 * inter * hidden + 2 * hidden +
-                        bias * (q_dim + 2 * kv_dim);
-  const int64_t layer_rank = 2 * q_dim_rank * hidden + 2 * kv_dim_rank * hidden +
-                             3 * inter_rank * hidden + 2 * hidden +
-                             bias * (q_dim_rank + 2 * kv_dim_rank);
+  const int64_t inter = c.intermediate_size, vocab = c.vocab_size;
+  // Heads split by tp (KV heads replicated when fewer than tp); MLP rows and vocab rounded up.
+  const ShardDims full{c.q_dim(), c.kv_dim(), inter, vocab};
+  const ShardDims rank{c.q_dim() / tp, int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim,
+                       (inter + tp - 1) / tp, (vocab + tp - 1) / tp};
+  const ArchSpec& spec = GetArchSpec(c.arch);
 
   WeightsFootprint w;
-  w.num_parameters = lm_heads * vocab * hidden + c.num_layers * layer + hidden;
-  w.num_parameters_per_device = lm_heads * vocab_rank * hidden + c.num_layers * layer_rank + hidden;
+  w.num_parameters = spec.count_parameters(c, full);
+  w.num_parameters_per_device = spec.count_parameters(c, rank);
   w.bytes = w.num_parameters * bytes_per_parameter;
   w.bytes_per_device = w.num_parameters_per_device * bytes_per_parameter;
   return w;

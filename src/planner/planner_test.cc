@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend_factory.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
 #include "planner/memory_planner.h"
@@ -430,7 +430,7 @@ TEST(CpuPlanTest, MatchesTheFormulaAndTheStorageShape) {
   const int64_t act =
       (512 * (3 * 64 + 2 * 64 + 2 * 32 + 2 * 172) + 8 * (64 + 512)) * int64_t{sizeof(float)};
   EXPECT_EQ(p.activation_bytes, act);
-  EXPECT_EQ(p.activation_bytes, CpuBackend::ActivationBytes(c, 512, 8));
+  EXPECT_EQ(p.activation_bytes, BackendActivationBytes(BackendKind::kCpu, c, 512, 8));
   EXPECT_EQ(p.weights_bytes, model.weights.total_bytes);
   const int64_t budget = kGiB / 4 - model.weights.total_bytes - act;
   EXPECT_EQ(p.num_blocks, budget / (1280 * 16));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backend/backend_factory.h"
 #include "fmt/format.h"
 #include "pagellm/check.h"
 #include "sample/rejection_sampler.h"
@@ -79,16 +80,11 @@ Status DraftModelProposer::AllocateKv(int32_t block_size, int32_t num_blocks,
   shape.head_dim = mc.head_dim;
   shape.block_size = block_size;
   shape.num_blocks = num_blocks;
-  ASSIGN_OR_RETURN(kv_, KvCacheStorage::Create(shape));
-  if (num_swap_blocks > 0) {
-    KvCacheShape swap = shape;
-    swap.num_blocks = num_swap_blocks;
-    ASSIGN_OR_RETURN(swap_kv_, KvCacheStorage::Create(swap));
-  }
+  ASSIGN_OR_RETURN(backend_, CreateBackend(*model_, BackendOptions(pool, max_model_len_)));
+  RETURN_IF_ERROR(backend_->AllocateKvCache(shape, num_swap_blocks));
   pool_ = pool;
   samplers_.resize(pool->num_threads());
   eos_ids_.assign(eos_ids.begin(), eos_ids.end());
-  backend_ = std::make_unique<CpuBackend>(*model_, &kv_, pool_, max_model_len_);
   return Status::Ok();
 }
 
@@ -103,11 +99,13 @@ void DraftModelProposer::RemoveRequest(const std::string& request_id) {
 }
 
 void DraftModelProposer::SwapOutBlock(int32_t device_block, int32_t host_block) {
-  swap_kv_.CopyBlockFrom(kv_, device_block, host_block);
+  const BlockCopy copy{device_block, host_block};
+  backend_->CopyKvBlocks(KvPool::kPrimary, KvPool::kSwap, {&copy, 1});
 }
 
 void DraftModelProposer::SwapInBlock(int32_t host_block, int32_t device_block) {
-  kv_.CopyBlockFrom(swap_kv_, host_block, device_block);
+  const BlockCopy copy{host_block, device_block};
+  backend_->CopyKvBlocks(KvPool::kSwap, KvPool::kPrimary, {&copy, 1});
 }
 
 int32_t DraftModelProposer::DrawDraft(const float* logits, const Input& in,
@@ -181,7 +179,7 @@ Status DraftModelProposer::Propose(std::span<const Input> inputs,
       const Input& in = inputs[i];
       if (in.max_drafts <= j) continue;
       const int32_t pos = static_cast<int32_t>(in.tokens.size()) - 1 + j;
-      const int32_t block_size = kv_.shape().block_size;
+      const int32_t block_size = backend_->kv_shape().block_size;
       CHECK_LT(pos, max_model_len_);
       CHECK_LT(pos, static_cast<int32_t>(in.block_table.size()) * block_size)
           << "no lookahead slot for draft position " << pos << " of " << in.request_id;

@@ -24,7 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/cpu_backend.h"
+#include "backend/backend.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
@@ -87,7 +87,7 @@ class DraftModelProposer {
   // Mirrors the target's swap copies on the draft's storages.
   void SwapOutBlock(int32_t device_block, int32_t host_block);
   void SwapInBlock(int32_t host_block, int32_t device_block);
-  void PoisonKvCache() { kv_.PoisonWithNaN(); }
+  void PoisonKvCache() { backend_->PoisonKvCache(); }
 
   // Runs the step's catch-up and proposal sub-steps; proposals[i] answers inputs[i].
   Status Propose(std::span<const Input> inputs, std::vector<Proposal>* proposals);
@@ -105,11 +105,9 @@ class DraftModelProposer {
 
   std::unique_ptr<LoadedModel> model_;
   int32_t max_model_len_ = 0;
-  KvCacheStorage kv_;
-  KvCacheStorage swap_kv_;
   ThreadPool* pool_ = nullptr;
-  std::unique_ptr<CpuBackend> backend_;
-  std::vector<Sampler> samplers_;  // one per pool thread
+  std::unique_ptr<Backend> backend_;  // owns the draft KV cache and its swap pool
+  std::vector<Sampler> samplers_;     // one per pool thread
   std::vector<int32_t> eos_ids_;
   std::unordered_map<std::string, RequestState> states_;
   ForwardBatch batch_;

@@ -1,0 +1,169 @@
+#include "backend/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kv_quant.h"
+#include "kernels/ops.h"
+#include "kernels/quantize.h"
+#include "pagellm/check.h"
+
+namespace pagellm {
+
+CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, SimdLevel level)
+    : config_(model.config),
+      pool_(pool),
+      level_(level),
+      rope_(model.config.rope_params(), max_positions) {
+  attn_shape_.num_heads = config_.num_heads;
+  attn_shape_.num_kv_heads = config_.num_kv_heads;
+  attn_shape_.head_dim = config_.head_dim;
+  attn_shape_.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  attn_shape_.sliding_window = config_.sliding_window;
+  for (const LayerWeights& l : model.weights.layers) {
+    for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      packed_.Add(*w, pool);
+  }
+  packed_.Add(model.weights.lm_head, pool);
+}
+
+void CpuOps::BindKvCache(KvCacheStorage* kv) {
+  kv_ = kv;
+  attn_shape_.block_size = kv->shape().block_size;
+}
+
+float* CpuOps::Scratch(int slot, int64_t floats) {
+  std::vector<float>& v = scratch_.at(slot);
+  if (static_cast<int64_t>(v.size()) < floats) v.resize(floats);
+  return v.data();
+}
+
+void CpuOps::Embed(const WeightMatrix& e, std::span<const int32_t> ids, float* x) {
+  const int64_t hidden = e.cols;
+  for (size_t t = 0; t < ids.size(); ++t)
+    DequantizeRow(e.dtype, e.row(ids[t]), x + t * hidden, hidden);
+}
+
+void CpuOps::RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
+                     int64_t dim) {
+  RmsNormAtLevel(level_, x, weight, eps, out, rows, dim);
+}
+
+void CpuOps::MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) {
+  auto p = [&](size_t i) { return MatMulOutput{&packed_.Get(*outs[i].w), outs[i].y}; };
+  switch (outs.size()) {
+    case 1:
+      MatMulAtLevel(level_, *p(0).w, x, rows, outs[0].y, pool_);
+      return;
+    case 2:
+      MatMulManyAtLevel(level_, {p(0), p(1)}, x, rows, pool_);
+      return;
+    case 3:
+      MatMulManyAtLevel(level_, {p(0), p(1), p(2)}, x, rows, pool_);
+      return;
+    case 4:
+      MatMulManyAtLevel(level_, {p(0), p(1), p(2), p(3)}, x, rows, pool_);
+      return;
+  }
+  CHECK(false) << "MatMul of " << outs.size() << " matrices";
+}
+
+void CpuOps::AddBias(float* x, const float* bias, int64_t rows, int64_t dim) {
+  for (int64_t r = 0; r < rows; ++r) AddInPlaceAtLevel(level_, x + r * dim, bias, dim);
+}
+
+void CpuOps::Add(float* x, const float* y, int64_t n) {
+  AddInPlaceAtLevel(level_, x, y, n);
+}
+
+void CpuOps::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
+  SiluMulAtLevel(level_, gate, up, out, n);
+}
+
+void CpuOps::Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) {
+  const int64_t qd = int64_t{q_heads} * config_.head_dim;
+  const int64_t kvd = int64_t{kv_heads} * config_.head_dim;
+  int64_t t = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    for (int i = 0; i < s.num_tokens; ++i, ++t) {
+      const int pos = s.start_pos + i;
+      rope_.Apply(q + t * qd, q_heads, pos);
+      rope_.Apply(k + t * kvd, kv_heads, pos);
+    }
+  }
+}
+
+void CpuOps::WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) {
+  const int block_size = kv_->shape().block_size;
+  const int64_t kvd = config_.kv_dim();
+  int64_t t = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    for (int i = 0; i < s.num_tokens; ++i, ++t) {
+      const int pos = s.start_pos + i;
+      WriteKvSlot(layer, s.block_table[pos / block_size], pos % block_size, k + t * kvd,
+                  v + t * kvd);
+    }
+  }
+}
+
+void CpuOps::PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) {
+  PagedAttentionAt(level_, attn_shape_, q, LayerView(layer), batch.seqs, out, pool_);
+}
+
+void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, ForwardOutput* out) {
+  out->vocab_size = static_cast<int32_t>(lm_head.rows);
+  out->logits.resize(static_cast<size_t>(rows) * lm_head.rows);
+  MatMulAtLevel(level_, packed_.Get(lm_head), x, rows, out->logits.data(), pool_);
+}
+
+KvLayerView CpuOps::LayerView(int layer) const {
+  KvLayerView v;
+  v.dtype = kv_->layer_dtype(layer);
+  v.k = kv_->k_bytes(layer);
+  v.v = kv_->v_bytes(layer);
+  v.row_bytes = kv_->row_bytes(layer);
+  v.k_scale = kv_->k_scale(layer);
+  v.v_scale = kv_->v_scale(layer);
+  v.rotated = KvRowsRotated(v.dtype, config_.head_dim);
+  v.k_smooth = kv_->k_smooth(layer);
+  return v;
+}
+
+void CpuOps::WriteKvSlot(int layer, int block, int slot, const float* k, const float* v) {
+  const KvCacheDtype dtype = kv_->layer_dtype(layer);
+  const int64_t kvd = config_.kv_dim();
+  if (dtype == KvCacheDtype::kFloat32) {
+    std::copy_n(k, kvd, kv_->k_slot(layer, block, slot));
+    std::copy_n(v, kvd, kv_->v_slot(layer, block, slot));
+    return;
+  }
+  // Quantise on write, one (token, head) row at a time (kernels/kv_quant.h).
+  const int d = config_.head_dim;
+  const int64_t row = kv_->row_bytes(layer);
+  const bool rotate = KvRowsRotated(dtype, d);
+  const bool smoothed = kv_->k_smoothed(layer);
+  uint8_t* kd = kv_->k_slot_bytes(layer, block, slot);
+  uint8_t* vd = kv_->v_slot_bytes(layer, block, slot);
+  rot_.resize(d);
+  for (int h = 0; h < config_.num_kv_heads; ++h) {
+    for (int kvi = 0; kvi < 2; ++kvi) {
+      const float* src = (kvi == 0 ? k : v) + int64_t{h} * d;
+      if (kvi == 0 && smoothed) {
+        // K' = (K - c) / s per channel (kv/kv_cache_storage.h); attention scales q by s.
+        const float* c = kv_->k_offset(layer) + int64_t{h} * d;
+        const float* sm = kv_->k_smooth(layer) + int64_t{h} * d;
+        for (int x = 0; x < d; ++x) rot_[x] = (src[x] - c[x]) / sm[x];
+        src = rot_.data();
+      }
+      if (rotate) {
+        if (src != rot_.data()) std::copy_n(src, d, rot_.data());
+        HadamardRotate(rot_.data(), d);
+        src = rot_.data();
+      }
+      QuantizeKvRow(dtype, src, d, kvi == 0 ? kv_->k_scale(layer) : kv_->v_scale(layer),
+                    (kvi == 0 ? kd : vd) + h * row);
+    }
+  }
+}
+
+}  // namespace pagellm

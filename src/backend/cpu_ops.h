@@ -1,0 +1,63 @@
+// ForwardOps (model/forward_ops.h) on the host kernels (kernels/): activations in std::vector
+// scratch, matrices through their load-time packed copies, KV in a KvCacheStorage. Every op
+// runs at one SIMD level (base/cpu_features.h), fixed at construction: the active level in
+// production, a forced one when a test compares levels.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kernels/packed_weights.h"
+#include "kernels/paged_attention.h"
+#include "kernels/rope.h"
+#include "kv/kv_cache_storage.h"
+#include "model/forward_ops.h"
+#include "model/model_weights.h"
+
+namespace pagellm {
+
+class CpuOps : public ForwardOps {
+ public:
+  // Packs every matrix of `model` for the kernels of the active level. `model` and `pool` must
+  // outlive the ops (pool may be null); max_positions bounds the RoPE table.
+  CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, SimdLevel level);
+
+  // The cache WriteKv and PagedAttention use (must outlive the ops); before Forward.
+  void BindKvCache(KvCacheStorage* kv);
+  const RopeTable& rope() const { return rope_; }
+
+  float* Scratch(int slot, int64_t floats) override;
+  void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) override;
+  void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
+               int64_t dim) override;
+  void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override;
+  void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override;
+  void Add(float* x, const float* y, int64_t n) override;
+  void SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) override;
+  void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override;
+  void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override;
+  void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
+              ForwardOutput* out) override;
+
+ private:
+  // Stores one token's K and V ([kv_heads][head_dim] floats each) into (block, slot) of
+  // `layer`, quantising to the layer's KV format.
+  void WriteKvSlot(int layer, int block, int slot, const float* k, const float* v);
+  KvLayerView LayerView(int layer) const;
+
+  const ModelConfig& config_;
+  ThreadPool* pool_;
+  SimdLevel level_;
+  RopeTable rope_;
+  // Load-time packed copies of the matrices for the MatMul kernels (empty when unused).
+  PackedWeights packed_;
+  AttentionShape attn_shape_;
+  KvCacheStorage* kv_ = nullptr;
+  std::array<std::vector<float>, 16> scratch_;  // grown on demand, reused across steps
+  std::vector<float> rot_;  // [head_dim] smoothing / rotation scratch for KV writes
+};
+
+}  // namespace pagellm

@@ -1,0 +1,98 @@
+#include "model/arch_spec.h"
+
+#include "model/decoder_graph.h"
+#include "model/llama_family.h"
+#include "pagellm/check.h"
+
+namespace pagellm {
+namespace {
+
+// Every supported architecture. Defaults of hf_default_max_positions are those of the
+// transformers config classes.
+const ArchSpec kArchSpecs[] = {
+    {
+        .arch = Architecture::kLlama,
+        .hf_name = "LlamaForCausalLM",
+        .hf_description = "LlamaForCausalLM (Llama 1/2/3, SmolLM)",
+        .gguf_name = "llama",
+        .hf_default_max_positions = 2048,
+        .qkv_bias = false,
+        .gguf_rope_interleaved = true,
+        .parse_hf_fields = ParseLlamaHfFields,
+        .hf_tensors = &kLlamaHfTensors,
+        .gguf_tensors = &kLlamaGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kMistral,
+        .hf_name = "MistralForCausalLM",
+        .hf_description = "MistralForCausalLM",
+        .gguf_name = nullptr,
+        .hf_default_max_positions = 4096 * 32,
+        .qkv_bias = false,
+        .gguf_rope_interleaved = true,
+        .parse_hf_fields = ParseMistralHfFields,
+        .hf_tensors = &kLlamaHfTensors,
+        .gguf_tensors = &kLlamaGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kQwen2,
+        .hf_name = "Qwen2ForCausalLM",
+        .hf_description = "Qwen2ForCausalLM",
+        .gguf_name = "qwen2",
+        .hf_default_max_positions = 32768,
+        .qkv_bias = true,
+        .gguf_rope_interleaved = false,
+        .parse_hf_fields = ParseQwen2HfFields,
+        .hf_tensors = &kLlamaHfTensors,
+        .gguf_tensors = &kLlamaGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+};
+
+}  // namespace
+
+const ArchSpec& GetArchSpec(Architecture arch) {
+  for (const ArchSpec& s : kArchSpecs)
+    if (s.arch == arch) return s;
+  CHECK(false) << "no ArchSpec for architecture " << static_cast<int>(arch);
+  return kArchSpecs[0];
+}
+
+const ArchSpec* FindArchByHfName(std::string_view hf_name) {
+  for (const ArchSpec& s : kArchSpecs)
+    if (hf_name == s.hf_name) return &s;
+  return nullptr;
+}
+
+const ArchSpec* FindArchByGgufName(std::string_view gguf_name) {
+  for (const ArchSpec& s : kArchSpecs)
+    if (s.gguf_name != nullptr && gguf_name == s.gguf_name) return &s;
+  return nullptr;
+}
+
+std::string SupportedArchitecturesList() {
+  std::string out;
+  for (const ArchSpec& s : kArchSpecs)
+    out += (out.empty() ? "" : ", ") + std::string(s.hf_description);
+  return out;
+}
+
+std::string SupportedGgufArchitecturesList() {
+  std::string out;
+  for (const ArchSpec& s : kArchSpecs)
+    if (s.gguf_name != nullptr) out += (out.empty() ? "" : ", ") + std::string(s.gguf_name);
+  return out;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,93 @@
+#include "model/decoder_graph.h"
+
+namespace pagellm {
+namespace {
+
+// Scratch slots of ForwardDecoder.
+enum Slot : int {
+  kX,        // [T][hidden] residual stream
+  kH,        // [T][hidden] normed input
+  kQ,        // [T][q_dim]
+  kK,        // [T][kv_dim]
+  kV,        // [T][kv_dim]
+  kAttn,     // [T][q_dim]
+  kGate,     // [T][intermediate]
+  kUp,       // [T][intermediate]
+  kProj,     // [T][hidden]
+  kLogitIn,  // [rows][hidden]
+};
+
+}  // namespace
+
+int64_t DecoderActivationFloats(const ModelConfig& c, int64_t t, int64_t rows) {
+  return t * (3 * int64_t{c.hidden_size} + 2 * c.q_dim() + 2 * c.kv_dim() +
+              2 * int64_t{c.intermediate_size}) +
+         rows * (int64_t{c.hidden_size} + c.vocab_size);
+}
+
+void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                    ForwardOutput* out) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& mw = model.weights;
+  const int64_t t_count = static_cast<int64_t>(batch.token_ids.size());
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t qd = c.q_dim(), kvd = c.kv_dim();
+  float* x = ops.Scratch(kX, t_count * hidden);
+  float* h = ops.Scratch(kH, t_count * hidden);
+  float* proj = ops.Scratch(kProj, t_count * hidden);
+  float* q = ops.Scratch(kQ, t_count * qd);
+  float* attn = ops.Scratch(kAttn, t_count * qd);
+  float* k = ops.Scratch(kK, t_count * kvd);
+  float* v = ops.Scratch(kV, t_count * kvd);
+  float* gate = ops.Scratch(kGate, t_count * inter);
+  float* up = ops.Scratch(kUp, t_count * inter);
+
+  ops.Embed(mw.embed, batch.token_ids, x);
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = mw.layers[l];
+    // Attention.
+    ops.RmsNorm(x, w.attn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
+    const MatMulOutput qkv[] = {{&w.wq, q}, {&w.wk, k}, {&w.wv, v}};
+    ops.MatMul(qkv, h, t_count);
+    if (!w.bq.empty()) {
+      ops.AddBias(q, w.bq.data(), t_count, qd);
+      ops.AddBias(k, w.bk.data(), t_count, kvd);
+      ops.AddBias(v, w.bv.data(), t_count, kvd);
+    }
+    ops.Rope(batch, q, c.num_heads, k, c.num_kv_heads);
+    ops.WriteKv(l, batch, k, v);
+    ops.PagedAttention(l, batch, q, attn);
+    const MatMulOutput o[] = {{&w.wo, proj}};
+    ops.MatMul(o, attn, t_count);
+    ops.Add(x, proj, t_count * hidden);
+    // SwiGLU MLP.
+    ops.RmsNorm(x, w.ffn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
+    const MatMulOutput gate_up[] = {{&w.w_gate, gate}, {&w.w_up, up}};
+    ops.MatMul(gate_up, h, t_count);
+    ops.SiluMul(gate, up, gate, t_count * inter);
+    const MatMulOutput down[] = {{&w.w_down, proj}};
+    ops.MatMul(down, gate, t_count);
+    ops.Add(x, proj, t_count * hidden);
+  }
+
+  // Gather the rows that need logits, normalise them and project to the vocabulary.
+  out->row_offset.clear();
+  int64_t rows = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    out->row_offset.push_back(static_cast<int32_t>(rows));
+    rows += s.all_logits ? s.num_tokens : 1;
+  }
+  float* logit_in = ops.Scratch(kLogitIn, rows * hidden);
+  int64_t r = 0, t = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    const int64_t first = s.all_logits ? t : t + s.num_tokens - 1;
+    const int64_t n = s.all_logits ? s.num_tokens : 1;
+    ops.RmsNorm(x + first * hidden, mw.final_norm.data(), c.rms_norm_eps, logit_in + r * hidden, n,
+                hidden);
+    r += n;
+    t += s.num_tokens;
+  }
+  ops.Logits(mw.lm_head, logit_in, rows, out);
+}
+
+}  // namespace pagellm

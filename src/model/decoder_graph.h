@@ -1,0 +1,29 @@
+// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2), written once against
+// ForwardOps (model/forward_ops.h). Per layer, for the T tokens of a step (all sequences back to
+// back):
+//   h = RMSNorm(x) · attn_norm;  q,k,v = h·Wq/Wk/Wv (+bias);  RoPE(q, k) at each token's position
+//   K/V written to the token's cache slot;  a = PagedAttention(q, cache);  x += a·Wo
+//   h = RMSNorm(x) · ffn_norm;  x += (silu(h·Wgate) ⊙ (h·Wup))·Wdown
+// then logits = RMSNorm(x)·final_norm · lm_head for the rows that need them (the last token of
+// each chunk, or all of them with all_logits).
+#pragma once
+
+#include <cstdint>
+
+#include "base/forward_batch.h"
+#include "model/forward_ops.h"
+#include "model/model_weights.h"
+
+namespace pagellm {
+
+// Runs `batch` (already validated against the model and the cache by the backend) through the
+// decoder on `ops`.
+void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                    ForwardOutput* out);
+
+// Floats of activation scratch ForwardDecoder asks for in a step of `num_tokens` tokens and
+// `num_logit_rows` logits rows (logits included).
+int64_t DecoderActivationFloats(const ModelConfig& config, int64_t num_tokens,
+                                int64_t num_logit_rows);
+
+}  // namespace pagellm

@@ -1,0 +1,26 @@
+// The ArchSpec hooks (model/arch_spec.h) of the Llama-family decoders: Llama 1/2/3 and SmolLM,
+// Mistral (a sliding window) and Qwen2/2.5 (q/k/v biases). They share tensor names, weight
+// binding, parameter count and the graph (model/decoder_graph.h); only their config.json
+// fields differ.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/arch_spec.h"
+
+namespace pagellm {
+
+extern const ArchTensorNames kLlamaHfTensors;
+extern const ArchTensorNames kLlamaGgufTensors;
+
+Status ParseLlamaHfFields(const JsonFields& fields, const std::string& source, ModelConfig* config);
+Status ParseMistralHfFields(const JsonFields& fields, const std::string& source,
+                            ModelConfig* config);
+Status ParseQwen2HfFields(const JsonFields& fields, const std::string& source, ModelConfig* config);
+
+Status BindLlamaFamilyWeights(const ArchTensorNames& names, TensorBinder& binder,
+                              ModelConfig* config, ModelWeights* weights);
+int64_t CountLlamaFamilyParameters(const ModelConfig& config, const ShardDims& dims);
+
+}  // namespace pagellm
