@@ -9,7 +9,18 @@
 // Multi-tensor formats (AWQ: qweight + qzeros + scales; GPTQ: + g_idx) name their source
 // tensors in `parts` and repack them at load through `bind` into a layout the kernels stream
 // (the `dtype` of their row), in buffers owned by the loaded model (WeightStore). Single-tensor
-// formats bind in place: the file's tensor is the matrix.
+// formats bind in place: the file's tensor is the matrix. weight_format_test.cc binds such a
+// format (codes + scales into Q4_0 blocks) and checks MatMul on it.
+//
+// Adding a single-tensor format:
+//   1. include/pagellm/dtype.h: a DType and its geometry row (name, block elements, bytes).
+//   2. quantize.h/.cc: its reference row dequantizer (and quantizer, if any).
+//   3. Kernels: instantiate an existing family's block kernels for it (matmul_*.cc) or add a
+//      family; a new activation quantization is an ActQuant entry picked in matmul.cc.
+//   4. weight_format.cc: its row (GGUF id, safetensors name, alignment, the above, packed
+//      layout if the AVX-512 kernels stream one, bind = BindInPlace).
+//   5. Tests: quantize_test.cc (reference values), matmul_test.cc (every level, bitwise).
+// A multi-tensor format is a row whose bind repacks its `parts` into an existing dtype.
 #pragma once
 
 #include <array>
