@@ -53,7 +53,10 @@ struct WeightSet {
   // Load-time packed copies, as the backend makes them (PAGELLM_PACKED_WEIGHTS=0: none).
   PackedWeights packed;
   WeightMatrix at(int64_t i) const {
-    WeightMatrix w{type, rows, cols, nullptr};
+    WeightMatrix w;
+    w.dtype = type;
+    w.rows = rows;
+    w.cols = cols;
     w.data = bytes.get() + i * w.nbytes();
     return packed.Get(w);
   }
@@ -62,7 +65,7 @@ struct WeightSet {
 // One cached set at a time (the lm_head in F32 alone is 1 GiB).
 const WeightSet& GetWeights(DType type, int64_t rows, int64_t cols, bool cold) {
   static std::unique_ptr<WeightSet> cached;
-  const int64_t nbytes = WeightMatrix{type, rows, cols, nullptr}.nbytes();
+  const int64_t nbytes = rows * DTypeRowBytes(type, cols);
   const int64_t copies = cold ? std::max<int64_t>(1, (kColdBytes + nbytes - 1) / nbytes) : 1;
   if (cached && cached->type == type && cached->rows == rows && cached->cols == cols &&
       cached->copies == copies) {

@@ -17,33 +17,47 @@ enum class DType : uint8_t {
   kI32,   // only for auxiliary tensors, never for matmul weights
 };
 
+// Storage geometry of a type: a row is a sequence of blocks of block_elems elements stored in
+// block_bytes bytes each (1 element in 2 or 4 bytes for the plain types; 32 in 34 bytes for
+// Q8_0; a 256-element super-block such as Q4_K's would be 256 in 144). Indexed by DType; the
+// rest of a weight format's traits (file type ids, conversions, kernels) is the kernels' table
+// of weight formats (src/kernels/weight_format.h), which reads its geometry from here.
+struct DTypeGeometry {
+  std::string_view name;
+  int64_t block_elems = 1;
+  int64_t block_bytes = 0;
+};
+inline constexpr DTypeGeometry kDTypeGeometry[] = {
+    {"F32", 1, 4},     // kF32
+    {"F16", 1, 2},     // kF16
+    {"BF16", 1, 2},    // kBF16
+    {"Q8_0", 32, 34},  // kQ8_0
+    {"Q4_0", 32, 18},  // kQ4_0
+    {"I32", 1, 4},     // kI32
+};
+inline constexpr int kNumDTypes =
+    static_cast<int>(sizeof(kDTypeGeometry) / sizeof(kDTypeGeometry[0]));
+static_assert(static_cast<int>(DType::kI32) + 1 == kNumDTypes, "one geometry row per DType");
+
+constexpr const DTypeGeometry& GetDTypeGeometry(DType t) {
+  return kDTypeGeometry[static_cast<int>(t)];
+}
 // Elements per storage block (1 for plain types).
 constexpr int64_t DTypeBlockElems(DType t) {
-  return (t == DType::kQ8_0 || t == DType::kQ4_0) ? 32 : 1;
+  return GetDTypeGeometry(t).block_elems;
 }
 // Bytes per storage block.
 constexpr int64_t DTypeBlockBytes(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return 4;
-    case DType::kF16:
-      return 2;
-    case DType::kBF16:
-      return 2;
-    case DType::kQ8_0:
-      return 34;
-    case DType::kQ4_0:
-      return 18;
-    case DType::kI32:
-      return 4;
-  }
-  return 0;
+  return GetDTypeGeometry(t).block_bytes;
 }
 // Bytes for a row of n elements; n must be a multiple of DTypeBlockElems(t).
 constexpr int64_t DTypeRowBytes(DType t, int64_t n) {
   return n / DTypeBlockElems(t) * DTypeBlockBytes(t);
 }
-std::string_view DTypeName(DType t);  // "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32"
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32"
+constexpr std::string_view DTypeName(DType t) {
+  return GetDTypeGeometry(t).name;
+}
 
 struct BlockQ8_0 {
   uint16_t d;  // fp16 scale

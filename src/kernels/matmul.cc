@@ -1,6 +1,7 @@
-// MatMul dispatcher: picks the ISA kernels, quantizes activations for Q8_0/Q4_0 weights, and
-// splits the work over the thread pool. The split never affects results (see matmul.h): every
-// kernel computes each output with a sequence fixed by (row, token, cols) alone.
+// MatMul dispatcher: picks the ISA kernels of the weight format (weight_format.h), quantizes
+// activations for the integer formats, and splits the work over the thread pool. The split never
+// affects results (see matmul.h): every kernel computes each output with a sequence fixed by (row,
+// token, cols) alone.
 #include "kernels/matmul.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <memory>
 
 #include "kernels/matmul_internal.h"
+#include "kernels/weight_format.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -63,31 +65,43 @@ bool LevelSupported(SimdLevel level) {
   return false;
 }
 
-Plan MakePlan(SimdLevel level, bool quant) {
+// The format's block kernel at `level` with its family's tiles, activation preparation and
+// token blocking; resolved once per call.
+Plan MakePlan(SimdLevel level, const WeightFormat& f) {
   namespace ki = kernels_internal;
-  if (level == SimdLevel::kAvx512) {
-    if (!quant) {
-      return {ki::avx512::MatMulFloatBlock, nullptr, ki::kAvx512FloatRowTile,
-              ki::kAvx512FloatTokenTile, kAvx512FloatTokenBlockBytes};
-    }
-    if (GetCpuFeatures().avx512_vnni) {
-      return {ki::avx512::MatMulQuantBlock, ki::avx512::PrepareQuantActs, ki::kAvx512QuantRowTile,
-              ki::kAvx512QuantTokenTile};
-    }
+  const bool quant = f.matmul == MatMulFamily::kInt8Dot;
+  if (quant && level == SimdLevel::kAvx512 && !GetCpuFeatures().avx512_vnni) {
     level = SimdLevel::kAvx2;  // no vpdpbusd: the AVX2 quant kernels give identical results
   }
-  if (level == SimdLevel::kAvx2) {
-    if (!quant) {
-      return {ki::avx2::MatMulFloatBlock, nullptr, ki::kAvx2FloatRowTile, ki::kAvx2FloatTokenTile};
-    }
-    return {ki::avx2::MatMulQuantBlock, ki::avx2::PrepareQuantActs, ki::kAvx2QuantRowTile,
-            ki::kAvx2QuantTokenTile};
+  // One activation quantization exists (Q8 blocks of 32); a super-block format's would pick
+  // its own preparation here.
+  CHECK(!quant || f.act_quant == ActQuant::kQ8Block32) << f.name;
+  Plan p;
+  p.block = f.kernels->block[static_cast<int>(level)];
+  switch (level) {
+    case SimdLevel::kAvx512:
+      if (!quant) {
+        p.row_tile = ki::kAvx512FloatRowTile;
+        p.token_tile = ki::kAvx512FloatTokenTile;
+        p.token_block_bytes = kAvx512FloatTokenBlockBytes;
+      } else {
+        p.prepare = ki::avx512::PrepareQuantActs;
+        p.row_tile = ki::kAvx512QuantRowTile;
+        p.token_tile = ki::kAvx512QuantTokenTile;
+      }
+      break;
+    case SimdLevel::kAvx2:
+      p.prepare = quant ? ki::avx2::PrepareQuantActs : nullptr;
+      p.row_tile = quant ? ki::kAvx2QuantRowTile : ki::kAvx2FloatRowTile;
+      p.token_tile = quant ? ki::kAvx2QuantTokenTile : ki::kAvx2FloatTokenTile;
+      break;
+    case SimdLevel::kScalar:
+      p.prepare = quant ? ki::scalar::PrepareQuantActs : nullptr;
+      p.row_tile = ki::kScalarRowTile;
+      p.token_tile = ki::kScalarTokenTile;
+      break;
   }
-  if (!quant) {
-    return {ki::scalar::MatMulFloatBlock, nullptr, ki::kScalarRowTile, ki::kScalarTokenTile};
-  }
-  return {ki::scalar::MatMulQuantBlock, ki::scalar::PrepareQuantActs, ki::kScalarRowTile,
-          ki::kScalarTokenTile};
+  return p;
 }
 
 // Per-calling-thread scratch for quantized activations; grows, never shrinks, 64-byte aligned.
@@ -110,8 +124,7 @@ uint8_t* ActivationScratch(int64_t bytes) {
 }  // namespace
 
 bool IsMatMulWeightType(DType t) {
-  return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16 || t == DType::kQ8_0 ||
-         t == DType::kQ4_0;
+  return GetWeightFormat(t).matmul != MatMulFamily::kNone;
 }
 
 namespace {
@@ -124,7 +137,8 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   CHECK_GE(n_tokens, 0);
   CHECK(num_outs >= 1 && num_outs <= kMaxMatMulOutputs) << num_outs;
   const WeightMatrix& w0 = *outs[0].w;
-  CHECK(IsMatMulWeightType(w0.dtype)) << "MatMul weight type " << DTypeName(w0.dtype);
+  const WeightFormat& format = GetWeightFormat(w0.dtype);
+  CHECK(format.matmul != MatMulFamily::kNone) << "MatMul weight type " << format.name;
   int64_t total_rows = 0;
   for (int i = 0; i < num_outs; ++i) {
     const WeightMatrix& w = *outs[i].w;
@@ -135,10 +149,10 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   if (n_tokens == 0 || total_rows == 0) return;
   CHECK_GT(w0.cols, 0);
   CHECK(x != nullptr);
-  const bool quant = w0.dtype == DType::kQ8_0 || w0.dtype == DType::kQ4_0;
-  if (quant) CHECK_EQ(w0.cols % 32, 0) << "quantized rows are whole blocks of 32";
+  const bool quant = format.matmul == MatMulFamily::kInt8Dot;
+  CHECK_EQ(w0.cols % format.block_elems, 0) << "rows are whole blocks of " << format.block_elems;
 
-  const Plan plan = MakePlan(level, quant);
+  const Plan plan = MakePlan(level, format);
   MatMulArgs args[kMaxMatMulOutputs];
   for (int i = 0; i < num_outs; ++i) {
     args[i].w = outs[i].w;
@@ -155,7 +169,8 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     uint8_t* qx = ActivationScratch(n_tokens * act_bytes_per_token);
     auto prepare = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {
-        plan.prepare(w0.dtype, x + t * w0.cols, w0.cols, qx + t * act_bytes_per_token);
+        plan.prepare(format.act_code_offset, x + t * w0.cols, w0.cols,
+                     qx + t * act_bytes_per_token);
       }
     };
     if (threads > 1 && n_tokens >= 2 * threads) {

@@ -754,20 +754,12 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
 
 }  // namespace
 
+template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  switch (a.w->dtype) {
-    case DType::kF32:
-      Block<DType::kF32>(a, r0, r1, t0, t1);
-      break;
-    case DType::kF16:
-      Block<DType::kF16>(a, r0, r1, t0, t1);
-      break;
-    case DType::kBF16:
-      Block<DType::kBF16>(a, r0, r1, t0, t1);
-      break;
-    default:
-      CHECK(false) << "not a float weight type: " << DTypeName(a.w->dtype);
-  }
+  Block<kType>(a, r0, r1, t0, t1);
 }
+template void MatMulFloatBlock<DType::kF32>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulFloatBlock<DType::kF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulFloatBlock<DType::kBF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace pagellm::kernels_internal::avx512

@@ -85,8 +85,17 @@ struct MatMulArgs {
 
 // Computes y[t][r] for t in [t0, t1), r in [r0, r1).
 using MatMulBlockFn = void (*)(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-// Writes QuantActsBytes(cols) bytes for one token (wtype selects the layout and bias).
-using PrepareQuantActsFn = void (*)(DType wtype, const float* x, int64_t cols, uint8_t* out);
+// Writes QuantActsBytes(cols) bytes for one token; code_offset is the weight format's c (the
+// bias above), WeightFormat::act_code_offset.
+using PrepareQuantActsFn = void (*)(int32_t code_offset, const float* x, int64_t cols,
+                                    uint8_t* out);
+
+// A weight format's block kernel at each SIMD level, indexed by SimdLevel (the matmul plan of
+// its traits row, weight_format.h). Tiles, activation preparation and token blocking belong to
+// the kernel family (WeightFormat::matmul), chosen by the dispatcher.
+struct MatMulKernels {
+  MatMulBlockFn block[3] = {};  // kScalar, kAvx2, kAvx512
+};
 
 // Register-tile geometry of a block kernel; the dispatcher aligns thread row splits to
 // row_tile and token blocks to token_tile so that few tail tiles are needed.
@@ -96,23 +105,31 @@ inline constexpr int kAvx2QuantRowTile = 8, kAvx2QuantTokenTile = 1;
 inline constexpr int kAvx512FloatRowTile = 4, kAvx512FloatTokenTile = 12;
 inline constexpr int kAvx512QuantRowTile = 16, kAvx512QuantTokenTile = 8;
 
+// The block kernels are instantiated for the weight types of their family: the float ones for
+// F32, F16 and BF16, the quantized ones for Q8_0 and Q4_0 (weight_format.cc names them).
 namespace scalar {
+template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out);
+void PrepareQuantActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
 }  // namespace scalar
 
 namespace avx2 {
+template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out);
+void PrepareQuantActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
 }  // namespace avx2
 
 namespace avx512 {
+template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 // Needs AVX512_VNNI (vpdpbusd); the dispatcher falls back to avx2 without it.
+template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out);
+void PrepareQuantActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
 // F16 weights with a lane-layout copy (w->packed, packed_weights.h), 1..4 tokens; r0 is a
 // multiple of 16. Same results as MatMulFloatBlock on the row-major weights.
 void DecodeF16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);

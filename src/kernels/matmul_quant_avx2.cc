@@ -144,22 +144,15 @@ inline __m256i QuantizeBlock(const float* x, float* d) {
 
 }  // namespace
 
+template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  switch (a.w->dtype) {
-    case DType::kQ8_0:
-      Block<DType::kQ8_0>(a, r0, r1, t0, t1);
-      break;
-    case DType::kQ4_0:
-      Block<DType::kQ4_0>(a, r0, r1, t0, t1);
-      break;
-    default:
-      CHECK(false) << "not a quantized weight type: " << DTypeName(a.w->dtype);
-  }
+  Block<kType>(a, r0, r1, t0, t1);
 }
+template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
-void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out) {
+void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
   const QuantActsLayout l = GetQuantActsLayout(cols);
-  const int32_t c = wtype == DType::kQ4_0 ? 8 : 128;
   // Zero padding first (odd last block, scale/bias pads, tail to 64 bytes).
   std::memset(out + l.dx_offset - 32, 0, l.bytes - (l.dx_offset - 32));
   const __m256i ones8 = _mm256_set1_epi8(1);

@@ -21,29 +21,25 @@ void QuantizeActBlock(const float* x, int8_t* q, float* d) {
 namespace scalar {
 namespace {
 
-float WeightAt(DType t, const uint8_t* row, int64_t i) {
-  switch (t) {
-    case DType::kF32: {
-      float v;
-      std::memcpy(&v, row + 4 * i, 4);
-      return v;
-    }
-    case DType::kF16:
-    case DType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, row + 2 * i, 2);
-      return t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
-    }
-    default:
-      return 0.0f;
+template <DType kType>
+float WeightAt(const uint8_t* row, int64_t i) {
+  if constexpr (kType == DType::kF32) {
+    float v;
+    std::memcpy(&v, row + 4 * i, 4);
+    return v;
+  } else {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, 2);
+    return kType == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
   }
 }
 
 // Exact dot product of block `blk` of a quantized row with 32 activation values, and the
 // weight block's scale.
-int32_t BlockDot(DType t, const uint8_t* row, int64_t blk, const int8_t* q, float* dw) {
+template <DType kType>
+int32_t BlockDot(const uint8_t* row, int64_t blk, const int8_t* q, float* dw) {
   int32_t s = 0;
-  if (t == DType::kQ8_0) {
+  if constexpr (kType == DType::kQ8_0) {
     BlockQ8_0 b;
     std::memcpy(&b, row + blk * sizeof(BlockQ8_0), sizeof(b));
     for (int e = 0; e < 32; ++e) s += b.qs[e] * q[e];
@@ -62,9 +58,8 @@ int32_t BlockDot(DType t, const uint8_t* row, int64_t blk, const int8_t* q, floa
 
 }  // namespace
 
-void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out) {
+void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
   const QuantActsLayout l = GetQuantActsLayout(cols);
-  const int32_t c = wtype == DType::kQ4_0 ? 8 : 128;
   std::memset(out, 0, l.bytes);
   int8_t* qs = reinterpret_cast<int8_t*>(out);
   for (int64_t b = 0; b < l.nb; ++b) {
@@ -78,6 +73,7 @@ void PrepareQuantActs(DType wtype, const float* x, int64_t cols, uint8_t* out) {
   }
 }
 
+template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const WeightMatrix& w = *a.w;
   for (int64_t t = t0; t < t1; ++t) {
@@ -85,12 +81,17 @@ void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* row = w.row(r);
       float acc = 0.0f;
-      for (int64_t i = 0; i < w.cols; ++i) acc += WeightAt(w.dtype, row, i) * x[i];
+      for (int64_t i = 0; i < w.cols; ++i) acc += WeightAt<kType>(row, i) * x[i];
       a.y[t * w.rows + r] = acc;
     }
   }
 }
 
+template void MatMulFloatBlock<DType::kF32>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulFloatBlock<DType::kF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulFloatBlock<DType::kBF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+
+template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const WeightMatrix& w = *a.w;
   const QuantActsLayout l = GetQuantActsLayout(w.cols);
@@ -101,7 +102,7 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
       float acc = 0.0f;
       for (int64_t b = 0; b < l.nb; ++b) {
         float dw, dx;
-        const int32_t isum = BlockDot(w.dtype, w.row(r), b, q + 32 * b, &dw);
+        const int32_t isum = BlockDot<kType>(w.row(r), b, q + 32 * b, &dw);
         std::memcpy(&dx, act + l.dx_offset + 4 * b, 4);
         acc = std::fma(static_cast<float>(isum), dw * dx, acc);
       }
@@ -109,6 +110,9 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
     }
   }
 }
+
+template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace scalar
 }  // namespace pagellm::kernels_internal

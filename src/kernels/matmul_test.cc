@@ -11,6 +11,7 @@
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
+#include "kernels/weight_format.h"
 
 namespace pagellm {
 namespace {
@@ -214,7 +215,9 @@ TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
     for (int64_t cols : {32, 64, 96, 2048}) {
       const int64_t rows = 9, n = 6, nb = cols / 32;
       OwnedWeights ow;
-      ow.w = {t, rows, cols, nullptr};
+      ow.w.dtype = t;
+      ow.w.rows = rows;
+      ow.w.cols = cols;
       ow.bytes.resize(ow.w.nbytes());
       ow.w.data = ow.bytes.data();
       for (int64_t r = 0; r < rows; ++r) {
@@ -453,18 +456,19 @@ TEST(MatMulTest, PreparedActivationsIdenticalAcrossLevels) {
     for (int i = 0; i < 32; ++i) x[i] = i == 0 ? 127.0f : (i % 2 ? 1.0f : -1.0f) * (i + 0.5f);
     const int64_t bytes = ki::QuantActsBytes(cols);
     for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+      const int32_t c = GetWeightFormat(t).act_code_offset;
       std::vector<uint8_t> ref(bytes, 0xAB);
-      ki::scalar::PrepareQuantActs(t, x.data(), cols, ref.data());
+      ki::scalar::PrepareQuantActs(c, x.data(), cols, ref.data());
       // The tie block really rounded away from zero.
       const int8_t* qs = reinterpret_cast<const int8_t*>(ref.data());
       EXPECT_EQ(qs[1], 2);   // 1.5 -> 2
       EXPECT_EQ(qs[2], -3);  // -2.5 -> -3
       for (SimdLevel level : AvailableLevels()) {
         std::vector<uint8_t> got(bytes, 0xCD);
-        if (level == SimdLevel::kAvx2) ki::avx2::PrepareQuantActs(t, x.data(), cols, got.data());
+        if (level == SimdLevel::kAvx2) ki::avx2::PrepareQuantActs(c, x.data(), cols, got.data());
         if (level == SimdLevel::kAvx512) {
           if (!GetCpuFeatures().avx512_vnni) continue;
-          ki::avx512::PrepareQuantActs(t, x.data(), cols, got.data());
+          ki::avx512::PrepareQuantActs(c, x.data(), cols, got.data());
         }
         if (level == SimdLevel::kScalar) got = ref;
         EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), bytes))

@@ -6,6 +6,7 @@
 
 #include "base/cpu_features.h"
 #include "base/huge_page_buffer.h"
+#include "kernels/weight_format.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -24,7 +25,8 @@ void ForRanges(ThreadPool* pool, int64_t n, int64_t grain, Fn&& fn) {
 }  // namespace
 
 bool MatMulUsesPackedWeights(DType dtype) {
-  if (dtype != DType::kQ8_0 && dtype != DType::kQ4_0 && dtype != DType::kF16) return false;
+  const WeightFormat& f = GetWeightFormat(dtype);
+  if (f.packed == PackedLayout::kNone) return false;
   // PAGELLM_PACKED_WEIGHTS=0 keeps the original layout (A/B benchmarks of the packing).
   static const bool disabled = [] {
     const char* e = std::getenv("PAGELLM_PACKED_WEIGHTS");
@@ -32,11 +34,12 @@ bool MatMulUsesPackedWeights(DType dtype) {
   }();
   if (disabled) return false;
   if (ActiveSimdLevel() != SimdLevel::kAvx512) return false;
-  return dtype == DType::kF16 || GetCpuFeatures().avx512_vnni;
+  // The integer kernels that read it need VNNI; without it the AVX2 ones run on the rows.
+  return f.matmul != MatMulFamily::kInt8Dot || GetCpuFeatures().avx512_vnni;
 }
 
 void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
-  CHECK(w.dtype == DType::kF16) << DTypeName(w.dtype);
+  CHECK(GetWeightFormat(w.dtype).packed == PackedLayout::kF16Lanes) << DTypeName(w.dtype);
   const F16LaneLayout l = GetF16LaneLayout(w.rows, w.cols);
   auto pack_groups = [&](int64_t g0, int64_t g1) {
     for (int64_t gi = g0; gi < g1; ++gi) {
@@ -52,12 +55,15 @@ void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
 }
 
 void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
-  CHECK(w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0) << DTypeName(w.dtype);
-  CHECK_EQ(w.cols % 32, 0);
+  const WeightFormat& f = GetWeightFormat(w.dtype);
+  CHECK(f.packed == PackedLayout::kQuantPairs) << f.name;
+  CHECK_EQ(w.cols % f.block_elems, 0);
   const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
-  const bool q8 = w.dtype == DType::kQ8_0;
-  const int64_t bb = DTypeBlockBytes(w.dtype);
-  const int dwords = q8 ? 8 : 4;
+  const int64_t bb = f.block_bytes;
+  const int dwords = static_cast<int>((bb - 2) / 4);  // code dwords after the fp16 scale
+  // Signed int8 codes (c = 128) become the unsigned u = w + 128 the kernels multiply; 4-bit
+  // codes (c = 8) already are unsigned.
+  const uint32_t flip = f.act_code_offset == 128 ? 0x80808080u : 0u;
   auto pack_groups = [&](int64_t g0, int64_t g1) {
     for (int64_t gi = g0; gi < g1; ++gi) {
       uint8_t* g = out + gi * l.group_bytes;
@@ -71,7 +77,7 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
           for (int j = 0; j < dwords; ++j) {
             uint32_t v;
             std::memcpy(&v, blk + 2 + 4 * j, 4);
-            if (q8) v ^= 0x80808080u;
+            v ^= flip;
             std::memcpy(codes + 64 * j, &v, 4);
           }
         }
@@ -86,23 +92,14 @@ void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
   if (map_.count(w.data) != 0) return;  // tied matrices share one copy
   const bool packs = MatMulUsesPackedWeights(w.dtype);
   if (!packs && !HugePagesEnabled()) return;
-  int64_t bytes = w.nbytes();  // a plain copy of the rows, moved onto huge pages
-  if (packs && w.dtype == DType::kF16) {
-    const F16LaneLayout l = GetF16LaneLayout(w.rows, w.cols);
-    bytes = l.groups * l.group_bytes;
-  } else if (packs) {
-    const QuantPackedLayout l = GetQuantPackedLayout(w.dtype, w.rows, w.cols);
-    bytes = l.groups * l.group_bytes;
-  }
+  const WeightFormat& f = GetWeightFormat(w.dtype);
+  // The packed copy, or a plain copy of the rows moved onto huge pages.
+  const int64_t bytes = packs ? f.packed_bytes(w.rows, w.cols) : w.nbytes();
   HugePageBuffer buf(static_cast<size_t>(bytes));
   CHECK(buf.data() != nullptr) << "out of memory copying " << bytes << " bytes of weights";
   WeightMatrix pw = w;
   if (packs) {
-    if (w.dtype == DType::kF16) {
-      PackF16Lanes(w, buf.data(), pool);
-    } else {
-      PackQuantWeights(w, buf.data(), pool);
-    }
+    f.pack(w, buf.data(), pool);
     pw.packed = buf.data();
   } else {
     const int64_t row_bytes = w.row_bytes();

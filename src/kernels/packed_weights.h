@@ -50,9 +50,10 @@ struct QuantPackedLayout {
   }
 };
 
-// Bytes per block of a group's codes, and per pair of blocks (codes, then scales).
+// Bytes per block of a group's codes (16 rows x a block's codes, the block less its fp16
+// scale: 512 for Q8_0, 256 for Q4_0), and per pair of blocks (codes, then scales).
 constexpr int64_t QuantPackedCodeBytes(DType dtype) {
-  return dtype == DType::kQ8_0 ? 512 : 256;
+  return 16 * (DTypeBlockBytes(dtype) - 2);
 }
 constexpr int64_t QuantPackedPairBytes(DType dtype) {
   return 2 * QuantPackedCodeBytes(dtype) + 64;
@@ -88,7 +89,8 @@ inline F16LaneLayout GetF16LaneLayout(int64_t rows, int64_t cols) {
 // Writes the lane layout of F16 matrix w (groups * group_bytes bytes) to out.
 void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
 
-// True if the active SIMD level's kernels read a packed copy of weights of this type.
+// True if the active SIMD level's kernels read a packed copy of weights of this type (its
+// weight format's packed layout, kernels/weight_format.h).
 bool MatMulUsesPackedWeights(DType dtype);
 
 // Writes w's packed copy (GetQuantPackedLayout(...).groups * group_bytes bytes) to out; pool

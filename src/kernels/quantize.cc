@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/weight_format.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -44,65 +45,39 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n) {
   }
 }
 
-void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
-  switch (t) {
-    case DType::kF32:
-      std::memcpy(dst, x, n * sizeof(float));
-      return;
-    case DType::kF16:
-      ConvertF32ToF16(x, reinterpret_cast<uint16_t*>(dst), n);
-      return;
-    case DType::kBF16:
-      ConvertF32ToBf16(x, reinterpret_cast<uint16_t*>(dst), n);
-      return;
-    case DType::kQ8_0:
-      QuantizeRowQ8_0(x, reinterpret_cast<BlockQ8_0*>(dst), n);
-      return;
-    case DType::kQ4_0:
-      QuantizeRowQ4_0(x, reinterpret_cast<BlockQ4_0*>(dst), n);
-      return;
-    default:
-      CHECK(false) << "cannot quantize to " << DTypeName(t);
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    BlockQ8_0 blk;
+    std::memcpy(&blk, x + b, sizeof(blk));
+    const float d = F16ToF32(blk.d);
+    for (int i = 0; i < 32; ++i) y[32 * b + i] = d * static_cast<float>(blk.qs[i]);
   }
 }
 
-void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
-  switch (t) {
-    case DType::kF32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case DType::kF16:
-    case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = t == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
-      }
-      return;
-    case DType::kQ8_0:
-      CHECK_EQ(n % 32, 0);
-      for (int64_t b = 0; b < n / 32; ++b) {
-        BlockQ8_0 blk;
-        std::memcpy(&blk, src + b * sizeof(BlockQ8_0), sizeof(blk));
-        const float d = F16ToF32(blk.d);
-        for (int i = 0; i < 32; ++i) dst[32 * b + i] = d * static_cast<float>(blk.qs[i]);
-      }
-      return;
-    case DType::kQ4_0:
-      CHECK_EQ(n % 32, 0);
-      for (int64_t b = 0; b < n / 32; ++b) {
-        BlockQ4_0 blk;
-        std::memcpy(&blk, src + b * sizeof(BlockQ4_0), sizeof(blk));
-        const float d = F16ToF32(blk.d);
-        for (int i = 0; i < 16; ++i) {
-          dst[32 * b + i] = d * static_cast<float>((blk.qs[i] & 15) - 8);
-          dst[32 * b + i + 16] = d * static_cast<float>((blk.qs[i] >> 4) - 8);
-        }
-      }
-      return;
-    default:
-      CHECK(false) << "cannot dequantize " << DTypeName(t);
+void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    BlockQ4_0 blk;
+    std::memcpy(&blk, x + b, sizeof(blk));
+    const float d = F16ToF32(blk.d);
+    for (int i = 0; i < 16; ++i) {
+      y[32 * b + i] = d * static_cast<float>((blk.qs[i] & 15) - 8);
+      y[32 * b + i + 16] = d * static_cast<float>((blk.qs[i] >> 4) - 8);
+    }
   }
+}
+
+void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
+  const WeightFormat& f = GetWeightFormat(t);
+  CHECK(f.quantize != nullptr) << "cannot quantize to " << f.name;
+  f.quantize(x, dst, n);
+}
+
+void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n) {
+  const WeightFormat& f = GetWeightFormat(t);
+  CHECK(f.dequantize != nullptr) << "cannot dequantize " << f.name;
+  f.dequantize(src, dst, n);
 }
 
 void ConvertF32ToF16(const float* x, uint16_t* y, int64_t n) {

@@ -14,11 +14,16 @@ namespace pagellm {
 //         q = min(15, (int8)(x * (1/d) + 8.5)); d stored as fp16.
 void QuantizeRowQ8_0(const float* x, BlockQ8_0* y, int64_t n);
 void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
+// n % 32 == 0; x = d * q (Q8_0), x = d * (q - 8) (Q4_0), exact in fp32.
+void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
+void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 
-// Writes DTypeRowBytes(t, n) bytes of row storage for any of F32/F16/BF16/Q8_0/Q4_0.
+// Writes DTypeRowBytes(t, n) bytes of row storage for any type with a quantizer in the weight
+// format table (kernels/weight_format.h: F32/F16/BF16/Q8_0/Q4_0).
 void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n);
 
-// n elements of a row stored as t (F32/F16/BF16/Q8_0/Q4_0; n % 32 == 0 for the quantized).
+// n elements of a row stored as t (a multiple of DTypeBlockElems(t)); the type's reference
+// dequantizer in the weight format table.
 void DequantizeRow(DType t, const uint8_t* src, float* dst, int64_t n);
 
 // Round-to-nearest-even; NaN stays NaN, overflow becomes inf.

@@ -1,5 +1,7 @@
 // A weight matrix as the kernels consume it: row-major [rows = out_features][cols = in_features],
-// each row stored contiguously in `dtype` (quantized rows are whole blocks of 32).
+// each row stored contiguously in `dtype` (whole blocks of DTypeBlockElems(dtype) elements).
+// A format whose file holds several tensors per matrix (kernels/weight_format.h) is repacked
+// into such a layout at load; `parts` keeps the tensors it came from.
 #pragma once
 
 #include <cstdint>
@@ -8,15 +10,34 @@
 
 namespace pagellm {
 
+// One tensor of a weight format as the file holds it: [rows][cols] elements of dtype (e.g.
+// AWQ's qweight: I32 [in][out / 8]; its scales: F16 [in / group][out]).
+struct WeightTensor {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  int64_t nbytes() const { return rows * DTypeRowBytes(dtype, cols); }
+};
+
+// Most source tensors of one matrix: codes, scales, zero points, group index (GPTQ).
+inline constexpr int kMaxWeightParts = 4;
+
 struct WeightMatrix {
   DType dtype = DType::kF32;
   int64_t rows = 0;  // output features
-  int64_t cols = 0;  // input features (multiple of 32 for Q8_0/Q4_0)
+  int64_t cols = 0;  // input features (a multiple of DTypeBlockElems(dtype))
   const uint8_t* data = nullptr;
   // Optional copy of the same weights in the kernels' packed layout (kernels/packed_weights.h),
   // owned by a PackedWeights; null when there is none. Kernels that have no use for it read
   // `data`. Results are bitwise identical either way.
   const uint8_t* packed = nullptr;
+  // The source tensors of a multi-tensor format, in the order of its WeightFormat::parts, that
+  // its bind hook repacked into `data` (num_parts == 0: data is the file's tensor itself).
+  // Kernels never read them.
+  int num_parts = 0;
+  WeightTensor parts[kMaxWeightParts];
 
   int64_t row_bytes() const { return DTypeRowBytes(dtype, cols); }
   const uint8_t* row(int64_t r) const { return data + r * row_bytes(); }

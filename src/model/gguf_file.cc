@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/weight_format.h"
+
 namespace pagellm {
 namespace {
 
@@ -28,28 +30,6 @@ std::string GgmlTypeName(uint32_t id) {
     return fmt::format("{} (id {})", kGgmlTypeNames[id], id);
   }
   return fmt::format("id {}", id);
-}
-
-bool GgmlTypeToDType(uint32_t id, DType* out) {
-  switch (id) {
-    case 0:
-      *out = DType::kF32;
-      return true;
-    case 1:
-      *out = DType::kF16;
-      return true;
-    case 2:
-      *out = DType::kQ4_0;
-      return true;
-    case 8:
-      *out = DType::kQ8_0;
-      return true;
-    case 30:
-      *out = DType::kBF16;
-      return true;
-    default:
-      return false;
-  }
 }
 
 const char* GgufTypeName(GgufType t) {
@@ -340,10 +320,12 @@ Status GgufParser::ReadTensorInfo(uint64_t index, GgufFile* out, std::vector<uin
 
   TensorView t;
   t.name = tname;
-  if (!GgmlTypeToDType(ggml_type, &t.dtype)) {
+  const WeightFormat* format = FindWeightFormatByGgmlType(ggml_type);
+  if (format == nullptr) {
     return UnimplementedError(fmt::format("unsupported tensor type {} for tensor '{}' in {}",
                                           GgmlTypeName(ggml_type), tname, name_));
   }
+  t.dtype = format->dtype;
   uint64_t numel = 1;
   for (uint32_t d = 0; d < n_dims; ++d) {
     if (ne[d] == 0 || ne[d] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {

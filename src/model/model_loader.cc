@@ -5,13 +5,12 @@
 #include <sys/stat.h>
 
 #include <cmath>
-#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
 
-#include "base/half.h"
+#include "kernels/weight_format.h"
 #include "model/arch_spec.h"
 #include "model/config_parser.h"
 #include "model/gguf_file.h"
@@ -28,43 +27,38 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
 }
 
+// F32, F16, BF16: one element per block, converted exactly (norms, biases, scalars).
+bool IsPlainFloat(const WeightFormat& f) {
+  return f.block_elems == 1 && f.dequantize != nullptr;
+}
+
 // The tensors of a model across its files, and the checks and conversions that turn them into
 // ModelWeights. Records which tensors were used so leftovers can be reported.
 class WeightBinder : public TensorBinder {
  public:
   // `file` must outlive the binder (it names the file in errors).
   void set_source(const std::string* file) { source_ = file; }  // named for missing tensors
+  void set_store(WeightStore* store) { store_ = store; }        // owns what format binds repack
   void Add(const TensorView* t, const std::string* file) { tensors_[t->name] = {t, file}; }
   bool Has(const std::string& name) const override { return tensors_.count(name) != 0; }
 
   StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) override {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {rows, cols}));
     const TensorView& t = *e->tensor;
-    int64_t align = 2;  // fp16 halves and the fp16 scale of quantized blocks
-    switch (t.dtype) {
-      case DType::kF32:
-        align = 4;
-        break;
-      case DType::kF16:
-      case DType::kBF16:
-      case DType::kQ8_0:
-      case DType::kQ4_0:
-        break;
-      default:
-        return UnimplementedError(
-            fmt::format("{}: tensor '{}': dtype {} is not supported for weight matrices", *e->file,
-                        name, DTypeName(t.dtype)));
-    }
-    // Kernels read elements in place; a misaligned tensor would make those reads undefined.
-    if (reinterpret_cast<uintptr_t>(t.data) % align != 0) {
+    const WeightFormat& f = GetWeightFormat(t.dtype);
+    if (f.matmul == MatMulFamily::kNone) {
       return UnimplementedError(
-          fmt::format("{}: tensor '{}': data is not {}-byte aligned", *e->file, name, align));
+          fmt::format("{}: tensor '{}': dtype {} is not supported for weight matrices", *e->file,
+                      name, f.name));
     }
-    WeightMatrix m;
-    m.dtype = t.dtype;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
+    // The format's load-time hook: in place for single-tensor formats (kernels read elements
+    // in place, so it checks their alignment); a multi-tensor format repacks into store_.
+    const WeightTensor part{t.data, t.dtype, rows, cols};
+    StatusOr<WeightMatrix> m = f.bind(f, {&part, 1}, rows, cols, store_);
+    if (!m.ok()) {
+      return Status(m.status().code(),
+                    fmt::format("{}: tensor '{}': {}", *e->file, name, m.status().message()));
+    }
     return m;
   }
 
@@ -72,24 +66,14 @@ class WeightBinder : public TensorBinder {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {n}));
     const TensorView& t = *e->tensor;
     std::vector<float> out(static_cast<size_t>(n));
-    switch (t.dtype) {
-      case DType::kF32:
-        std::memcpy(out.data(), t.data, n * sizeof(float));
-        break;
-      case DType::kF16:
-      case DType::kBF16:
-        for (int64_t k = 0; k < n; ++k) {
-          uint16_t h;
-          std::memcpy(&h, t.data + 2 * k, 2);
-          out[k] = t.dtype == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
-        }
-        break;
-      default:
-        return UnimplementedError(
-            fmt::format("{}: tensor '{}': dtype {} is not supported for norms and biases (F32, "
-                        "F16, BF16)",
-                        *e->file, name, DTypeName(t.dtype)));
+    const WeightFormat& f = GetWeightFormat(t.dtype);
+    if (!IsPlainFloat(f)) {
+      return UnimplementedError(
+          fmt::format("{}: tensor '{}': dtype {} is not supported for norms and biases (F32, "
+                      "F16, BF16)",
+                      *e->file, name, f.name));
     }
+    f.dequantize(t.data, out.data(), n);
     return out;
   }
 
@@ -106,23 +90,14 @@ class WeightBinder : public TensorBinder {
                       *e.file, name, ShapeString(t.shape)));
     }
     float v;
-    switch (t.dtype) {
-      case DType::kF32:
-        std::memcpy(&v, t.data, 4);
-        break;
-      case DType::kF16:
-      case DType::kBF16: {
-        uint16_t h;
-        std::memcpy(&h, t.data, 2);
-        v = t.dtype == DType::kF16 ? F16ToF32(h) : Bf16ToF32(h);
-        break;
-      }
-      default:
-        return InvalidArgumentError(
-            fmt::format("{}: tensor '{}': dtype {} is not supported for a KV cache scale (F32, "
-                        "F16, BF16)",
-                        *e.file, name, DTypeName(t.dtype)));
+    const WeightFormat& f = GetWeightFormat(t.dtype);
+    if (!IsPlainFloat(f)) {
+      return InvalidArgumentError(
+          fmt::format("{}: tensor '{}': dtype {} is not supported for a KV cache scale (F32, "
+                      "F16, BF16)",
+                      *e.file, name, f.name));
     }
+    f.dequantize(t.data, &v, 1);
     if (!(std::isfinite(v) && v > 0.0f)) {
       return InvalidArgumentError(
           fmt::format("{}: tensor '{}': a KV cache scale must be finite and positive, got {}",
@@ -174,6 +149,7 @@ class WeightBinder : public TensorBinder {
   }
 
   const std::string* source_ = nullptr;
+  WeightStore* store_ = nullptr;
   std::unordered_map<std::string, Entry> tensors_;
   std::set<std::string> used_;
   int64_t total_bytes_ = 0;
@@ -289,6 +265,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
   std::string weights_source;
   RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
   binder.set_source(&weights_source);
+  binder.set_store(&m->repacked);
   RETURN_IF_ERROR(
       BindWeights(*GetArchSpec(m->config.arch).hf_tensors, binder, &m->config, &m->weights));
   RETURN_IF_ERROR(BindKvScales(binder, m->config, &m->weights));
@@ -305,6 +282,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> g
   WeightBinder binder;
   for (const TensorView& t : gguf->tensors()) binder.Add(&t, &gguf->name());
   binder.set_source(&gguf->name());
+  binder.set_store(&m->repacked);
   RETURN_IF_ERROR(
       BindWeights(*GetArchSpec(m->config.arch).gguf_tensors, binder, &m->config, &m->weights));
   m->gguf = std::move(gguf);  // the views point into its mapping, which does not move

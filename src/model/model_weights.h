@@ -8,6 +8,7 @@
 
 #include "base/mapped_file.h"
 #include "kernels/weight_matrix.h"
+#include "kernels/weight_store.h"
 #include "model/model_config.h"
 #include "pagellm/status.h"
 
@@ -58,6 +59,8 @@ struct LoadedModel {
   // Owners of the mapped memory the WeightMatrix views point into.
   std::vector<std::unique_ptr<SafetensorsFile>> safetensors;
   std::unique_ptr<GgufFile> gguf;
+  // Owner of the matrices that a multi-tensor weight format's bind hook repacked at load.
+  WeightStore repacked;
 
   ~LoadedModel();
 };

@@ -6,6 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "kernels/weight_format.h"
+
 namespace pagellm {
 namespace {
 
@@ -15,17 +17,12 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 using Json = nlohmann::json;
 
-// Maps a safetensors dtype string to DType. Returns false for dtypes we do not load.
+// Maps a safetensors dtype string to DType (the weight format table's safetensors names).
+// Returns false for dtypes we do not load.
 bool ParseDType(const std::string& s, DType* out) {
-  if (s == "F32") {
-    *out = DType::kF32;
-  } else if (s == "F16") {
-    *out = DType::kF16;
-  } else if (s == "BF16") {
-    *out = DType::kBF16;
-  } else {
-    return false;
-  }
+  const WeightFormat* f = FindWeightFormatBySafetensorsDtype(s);
+  if (f == nullptr) return false;
+  *out = f->dtype;
   return true;
 }
 
