@@ -204,3 +204,15 @@ def test_abrupt_clients(server):
         assert s.recv(100).startswith(b"HTTP/1.1 400")
     status, out = server.post(CMPL, {"prompt": ONCE, "max_tokens": 3})
     assert status == 200
+
+
+def test_startup_error_after_bind_exits_promptly(pagellm_binary, shared_dir):
+    """A flag error found once the port is bound (--block-size 0) must end start-up with a
+    non-zero exit every time, never hang in the listener shutdown (it did in ~1 of 10 tries)."""
+    import subprocess
+    model = os.path.join(shared_dir, "models", "stories260K")
+    for attempt in range(30):
+        proc = subprocess.run([pagellm_binary, "serve", model, "--port", "0", "--block-size", "0"],
+                              capture_output=True, text=True, timeout=20)
+        assert proc.returncode != 0, f"attempt {attempt}: exited 0\n{proc.stderr}"
+        assert "block-size" in proc.stderr, proc.stderr

@@ -3,8 +3,10 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 #include "fmt/format.h"
 #include "server/http_util.h"
@@ -120,7 +122,10 @@ Status ApiServer::Start() {
   if (listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) != 0)
     spdlog::warn("could not raise the listen backlog to {}: {}", kListenBacklog,
                  std::strerror(errno));
-  listen_thread_ = std::thread([this] { server_.listen_after_bind(); });
+  listen_thread_ = std::thread([this] {
+    server_.listen_after_bind();
+    listener_done_.store(true);
+  });
   return Status::Ok();
 }
 
@@ -136,7 +141,13 @@ void ApiServer::BeginShutdown() {
 void ApiServer::Stop() {
   if (!listen_thread_.joinable()) return;
   BeginShutdown();
-  server_.stop();
+  // httplib's stop() does nothing until the listener thread has marked itself running, so a
+  // Stop() soon after Start() (a configuration error found once the port is bound) could leave
+  // the thread in accept() and the join below waiting forever. Repeat it until the thread ends.
+  while (!listener_done_.load()) {
+    server_.stop();
+    if (!listener_done_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   listen_thread_.join();
   // No handler runs any more; forget the context, which may be destroyed before this server.
   ctx_.store(nullptr);

@@ -55,6 +55,8 @@ class ApiServer {
   const ServerConfig& config_;
   httplib::Server server_;
   std::thread listen_thread_;
+  // Set by the listener thread once listen_after_bind() has returned (see Stop()).
+  std::atomic<bool> listener_done_{false};
   std::atomic<ServingContext*> ctx_{nullptr};
   std::atomic<bool> stopping_{false};
   int port_ = 0;
