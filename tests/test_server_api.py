@@ -284,8 +284,12 @@ def test_prefix_cache_and_reset(server):
 
 
 def test_api_key(pagellm_binary, shared_dir, scratch_dir):
+    no_keys = {k: v for k, v in os.environ.items() if k not in ("PAGELLM_API_KEY", "VLLM_API_KEY")}
     for args, env in ((["--api-key", "sekrit"], None),
-                      ([], dict(os.environ, PAGELLM_API_KEY="sekrit"))):
+                      ([], dict(no_keys, PAGELLM_API_KEY="sekrit")),
+                      ([], dict(no_keys, VLLM_API_KEY="sekrit")),  # vLLM's variable
+                      ([], dict(no_keys, PAGELLM_API_KEY="sekrit", VLLM_API_KEY="other")),
+                      (["--api-key", "sekrit"], dict(no_keys, VLLM_API_KEY="other"))):
         s = Server(pagellm_binary, shared_dir, args, env=env, log_dir=scratch_dir).wait_ready()
         try:
             body = {"prompt": ONCE, "max_tokens": 2}
@@ -297,6 +301,7 @@ def test_api_key(pagellm_binary, shared_dir, scratch_dir):
             status, _ = s.post("/v1/completions", body, {"Authorization": "Bearer sekrit"})
             assert status == 200
             assert s.request("GET", "/health")[0] == 200
+            assert s.request("GET", "/ping")[0] == 200 and s.request("POST", "/ping")[0] == 200
             assert s.request("GET", "/metrics")[0] == 200
             assert s.post("/tokenize", {"prompt": "x"})[0] == 200
         finally:

@@ -130,6 +130,12 @@ int RunServe(ServeOptions& o) {
   if (!body_limit.ok()) return Fail("--max-body-size: " + body_limit.status().message());
   sc.max_body_size = static_cast<size_t>(*body_limit);
   if (o.max_log_len >= 0) sc.max_log_len = o.max_log_len;
+  // vLLM reads its key from $VLLM_API_KEY; a deployment moved over keeps its authentication.
+  // Precedence: --api-key, then $PAGELLM_API_KEY (CLI11 fills both), then $VLLM_API_KEY.
+  if (sc.api_key.empty()) {
+    if (const char* vllm_key = std::getenv("VLLM_API_KEY"); vllm_key != nullptr)
+      sc.api_key = vllm_key;
+  }
   if (sc.served_model_names.empty()) sc.served_model_names = {ec.model};
   sc.model_path = ec.model;
   if (sc.port < 0 || sc.port > 65535) return Fail(fmt::format("--port {} is not a port", sc.port));
@@ -233,7 +239,8 @@ CommandFn RegisterServe(CLI::App& app) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--api-key", s.api_key,
-                 "Require \"Authorization: Bearer <key>\" on /v1/* (also $PAGELLM_API_KEY)")
+                 "Require \"Authorization: Bearer <key>\" on /v1/* (also $PAGELLM_API_KEY, then "
+                 "$VLLM_API_KEY)")
       ->envname("PAGELLM_API_KEY");
   app.add_option("--chat-template", s.chat_template,
                  "Jinja chat template: a file, or the template text (default: the tokenizer's)");

@@ -182,7 +182,12 @@ void ApiServer::Route(const char* method, const std::string& path, Access access
   auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
     SendError(res, ApiError::MethodNotAllowed());
   };
-  if (std::string(method) == "GET") {
+  // "GET", "POST", or "GET|POST" for a route that answers both; the other method gets 405.
+  const std::string_view m(method);
+  if (m == "GET|POST") {
+    server_.Get(path, wrapped);
+    server_.Post(path, wrapped);
+  } else if (m == "GET") {
     server_.Get(path, wrapped);
     server_.Post(path, not_allowed);
   } else {
@@ -226,12 +231,13 @@ void ApiServer::RegisterRoutes() {
         const bool reset = ctx.engine().ResetPrefixCache();
         SendJson(res, 200, {{"reset", reset}});
       });
-  // Probes: /health is 200 once the model serves (503 while loading or stopping, from the
-  // wrapper); /version answers at any time.
-  Route("GET", "/health", Access::kOpen,
-        [](ServingContext&, const httplib::Request&, httplib::Response& res, Clock::time_point) {
-          res.status = 200;
-        });
+  // Probes: /health and /ping are 200 once the model serves (503 while loading or stopping,
+  // from the wrapper); /version answers at any time.
+  // /ping (GET and POST) is vLLM's SageMaker-style alias of /health.
+  const auto healthy = [](ServingContext&, const httplib::Request&, httplib::Response& res,
+                          Clock::time_point) { res.status = 200; };
+  Route("GET", "/health", Access::kOpen, healthy);
+  Route("GET|POST", "/ping", Access::kOpen, healthy);
   server_.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200, {{"version", PAGELLM_VERSION}});
   });

@@ -47,7 +47,8 @@ class ApiServer {
   enum class Access { kOpen, kApiKey };
 
   void RegisterRoutes();
-  // Adds `handler` at `path` for `method` ("GET"/"POST"); the other method answers 405.
+  // Adds `handler` at `path` for `method` ("GET", "POST": the other method answers 405; or
+  // "GET|POST": both).
   void Route(const char* method, const std::string& path, Access access, Handler handler);
   bool Authorized(const httplib::Request& req) const;
   ServingContext* ready() const { return ctx_.load(std::memory_order_acquire); }
