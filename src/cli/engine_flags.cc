@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "fmt/format.h"
+#include "spdlog/spdlog.h"
 #include "spec/speculative_config_parser.h"
 
 namespace pagellm::cli {
@@ -53,6 +54,12 @@ StatusOr<std::vector<int>> ParseLayerList(const std::string& text) {
 }
 
 Status EngineFlags::Finalize() {
+  if (!max_model_len.empty()) {
+    ASSIGN_OR_RETURN(config.max_model_len, ParseTokenCount(max_model_len));
+  }
+  if (config.max_logprobs < -1) return InvalidArgumentError("--max-logprobs must be >= -1");
+  ASSIGN_OR_RETURN(std::vector<std::string> notes, vllm.Check());
+  for (const std::string& note : notes) spdlog::warn("{}", note);
   ASSIGN_OR_RETURN(config.scheduler.policy, ParseSchedulingPolicy(scheduling_policy));
   ASSIGN_OR_RETURN(config.scheduler.preemption_mode, ParsePreemptionMode(preemption_mode));
   if (!kv_cache_memory.empty()) {
@@ -75,8 +82,13 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
   auto* m = app.add_option("--model", c.model, "HF model directory or .gguf file");
   if (model_required) m->required();
   app.add_option("--threads", c.threads, "CPU threads (default: all available)");
-  app.add_option("--max-model-len", c.max_model_len,
-                 "Context length per request (default: the model's)");
+  app.add_option("--max-model-len", f.max_model_len,
+                 "Context length per request (default: the model's); k/m/g = x1000, "
+                 "K/M/G = x1024 (32k = 32000, 32K = 32768)");
+  app.add_option("--max-logprobs", c.max_logprobs,
+                 "Most logprobs or prompt_logprobs a request may ask for (-1: the vocabulary)")
+      ->capture_default_str();
+  AddVllmCompatFlags(app, f.vllm);
   app.add_option("--block-size", c.block_size, "KV cache block size in tokens (1..256)")
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/vllm_compat_flags.h"
 #include "engine/engine_config.h"
 #include "pagellm/status.h"
 
@@ -19,8 +20,11 @@ struct EngineFlags {
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_dtype_skip_layers;  // "0,5,..."
   std::string speculative_config;          // --speculative-config JSON
+  std::string max_model_len;               // --max-model-len: "4096", "32k", "32K"
+  VllmCompatFlags vllm;                    // vLLM flags with no effect here (see its header)
 
-  // Resolves the string-valued flags into `config`.
+  // Resolves the string-valued flags into `config`, and logs one note per vLLM flag that has no
+  // effect here.
   Status Finalize();
 };
 
@@ -29,7 +33,8 @@ struct EngineFlags {
 // --max-num-seqs, --max-num-batched-tokens, --enable-chunked-prefill/--no-enable-chunked-prefill,
 // --long-prefill-token-threshold, --scheduling-policy, --preemption-mode,
 // --enable-prefix-caching/--no-enable-prefix-caching, --speculative-config,
-// --speculative-model, --num-speculative-tokens, --speculative-max-model-len, and the engine
+// --speculative-model, --num-speculative-tokens, --speculative-max-model-len, --max-logprobs,
+// the vLLM compatibility flags (cli/vllm_compat_flags.h), and the engine
 // seed as `seed_flag`
 // (`--seed` for serve; `generate` uses --seed for the request and --engine-seed here).
 void AddEngineFlags(CLI::App& app, EngineFlags& flags, bool model_required = true,

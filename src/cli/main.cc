@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
@@ -35,7 +36,18 @@ int main(int argc, char** argv) {
   add("eval", "Accuracy: perplexity of a text, KL divergence of a KV cache dtype",
       pagellm::cli::RegisterEval);
 
-  CLI11_PARSE(app, argc, argv);
+  // vLLM's two-letter aliases, which CLI11 cannot declare (its short names are one letter):
+  // spelled out before parsing, except for `plan`, which reads -tp itself.
+  std::vector<std::string> args(argv, argv + argc);
+  const bool is_plan = argc > 1 && std::string(argv[1]) == "plan";
+  for (std::string& a : args) {
+    if (is_plan) break;
+    if (a == "-tp") a = "--tensor-parallel-size";
+    if (a == "-pp") a = "--pipeline-parallel-size";
+  }
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  CLI11_PARSE(app, argc, arg_ptrs.data());
   // Logs go to stderr: stdout carries the command's output (text, JSON).
   spdlog::set_default_logger(spdlog::stderr_color_mt("pagellm"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/kv_cache_dtype.h"
+#include "pagellm/sampling_params.h"
 #include "pagellm/status.h"
 #include "sched/scheduler_config.h"
 #include "spec/speculative_config.h"
@@ -33,6 +34,8 @@ struct EngineConfig {
   bool calculate_kv_scales = false;             // fp8_e4m3 scales from the calibration text
   std::vector<int> kv_cache_dtype_skip_layers;  // layers kept at the model dtype
   uint64_t seed = 0;                            // source of seeds for requests without their own
+  // --max-logprobs: most logprobs / prompt_logprobs a request may ask for (-1: vocabulary).
+  int max_logprobs = SamplingParams::kDefaultMaxLogprobs;
   // Scheduler (--max-num-seqs, --max-num-batched-tokens, chunked prefill, policies, ...).
   // max_model_len there is filled in from the resolved value above.
   SchedulerConfig scheduler;

@@ -105,7 +105,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
 
 Status EngineCore::ValidateRequest(const EngineRequest& r) const {
   const ModelConfig& mc = model_->config;
-  RETURN_IF_ERROR(r.params.Validate(mc.vocab_size));
+  RETURN_IF_ERROR(r.params.Validate(mc.vocab_size, config_.max_logprobs));
   if (r.params.n != 1) return InvalidArgumentError("the engine core takes n = 1 requests");
   const int32_t len = static_cast<int32_t>(r.prompt_token_ids.size());
   if (len == 0) return InvalidArgumentError("prompt is empty");

@@ -127,7 +127,7 @@ StatusOr<RequestOptions> ParseRequestOptions(const json& body, Endpoint endpoint
       return InvalidArgumentError("when using `top_logprobs`, `logprobs` must be set to true.");
   }
   ASSIGN_OR_RETURN(o.params, ParseSamplingParams(body, defaults));
-  RETURN_IF_ERROR(o.params.Validate(ctx.vocab_size()));
+  RETURN_IF_ERROR(o.params.Validate(ctx.vocab_size(), ctx.engine().core().config().max_logprobs));
 
   RETURN_IF_ERROR(ReadBool(body, "stream", &o.stream));
   if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {

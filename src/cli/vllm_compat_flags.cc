@@ -1,0 +1,119 @@
+#include "cli/vllm_compat_flags.h"
+
+#include <cctype>
+#include <cstdint>
+#include <limits>
+
+#include "fmt/format.h"
+
+namespace pagellm::cli {
+
+void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
+  app.add_option("--dtype", f.dtype,
+                 "vLLM's model dtype: auto | half | float16 | bfloat16 | float | float32. Here "
+                 "weights keep the dtype they are stored in and arithmetic is float32 (exact), "
+                 "so any value other than auto only prints a note")
+      ->capture_default_str();
+  app.add_option(
+         "--tensor-parallel-size", f.tensor_parallel_size,
+         "Tensor-parallel ranks (alias -tp); only 1 is supported so far (an error otherwise)")
+      ->capture_default_str();
+  app.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
+                 "Pipeline stages (alias -pp); only 1 is supported so far (an error otherwise)")
+      ->capture_default_str();
+  app.add_option("--quantization,-q", f.quantization,
+                 "Weight quantization method; the format is read from the weight files "
+                 "(GGUF Q8_0/Q4_0), and AWQ/GPTQ checkpoints are not supported yet (an error)");
+  app.add_flag("--trust-remote-code", f.trust_remote_code,
+               "Accepted for vLLM compatibility: no model code is ever downloaded or run");
+  app.add_flag("--enforce-eager", f.enforce_eager,
+               "Accepted for vLLM compatibility: the CPU backend always runs eagerly");
+  app.add_option("--download-dir", f.download_dir,
+                 "Accepted for vLLM compatibility: models are local paths, nothing is downloaded");
+}
+
+StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
+  std::vector<std::string> notes;
+  if (dtype != "auto") {
+    static constexpr const char* kKnown[] = {"half", "float16", "bfloat16", "float", "float32"};
+    bool known = false;
+    for (const char* k : kKnown) known = known || dtype == k;
+    if (!known) {
+      return InvalidArgumentError(fmt::format(
+          "--dtype {}: expected auto, half, float16, bfloat16, float or float32", dtype));
+    }
+    notes.push_back(fmt::format(
+        "--dtype {} has no effect here: weights keep their stored dtype and the CPU backend "
+        "computes in float32",
+        dtype));
+  }
+  if (tensor_parallel_size < 1 || pipeline_parallel_size < 1)
+    return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
+  if (tensor_parallel_size > 1 || pipeline_parallel_size > 1) {
+    return UnimplementedError(fmt::format(
+        "--tensor-parallel-size {} --pipeline-parallel-size {}: this build runs one process; "
+        "tensor and pipeline parallelism are not supported yet (use 1)",
+        tensor_parallel_size, pipeline_parallel_size));
+  }
+  if (!quantization.empty() && quantization != "None" && quantization != "none") {
+    if (quantization == "gguf") {
+      notes.push_back("--quantization gguf: the GGUF file's own tensor types are used");
+    } else {
+      return UnimplementedError(fmt::format(
+          "--quantization {}: not supported; pagellm reads the weight format from the model "
+          "files (safetensors F32/F16/BF16, GGUF F32/F16/BF16/Q8_0/Q4_0)",
+          quantization));
+    }
+  }
+  if (trust_remote_code)
+    notes.push_back("--trust-remote-code has no effect here: no model code is ever run");
+  if (enforce_eager)
+    notes.push_back("--enforce-eager has no effect here: the CPU backend always runs eagerly");
+  if (!download_dir.empty())
+    notes.push_back("--download-dir has no effect here: models are local paths");
+  return notes;
+}
+
+StatusOr<int> ParseTokenCount(const std::string& text) {
+  const auto bad = [&] {
+    return InvalidArgumentError(fmt::format(
+        "--max-model-len '{}': expected an integer, optionally with k/m/g (x1000) or K/M/G "
+        "(x1024), e.g. 32k or 32K",
+        text));
+  };
+  if (text.empty()) return bad();
+  size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 12 || text.size() - digits > 1) return bad();
+  int64_t value = std::stoll(text.substr(0, digits));
+  if (digits < text.size()) {
+    int64_t scale = 0;
+    switch (text.back()) {
+      case 'k':
+        scale = 1000;
+        break;
+      case 'm':
+        scale = 1000 * 1000;
+        break;
+      case 'g':
+        scale = 1000 * 1000 * 1000;
+        break;
+      case 'K':
+        scale = 1024;
+        break;
+      case 'M':
+        scale = 1024 * 1024;
+        break;
+      case 'G':
+        scale = 1024 * 1024 * 1024;
+        break;
+      default:
+        return bad();
+    }
+    value *= scale;
+  }
+  if (value > std::numeric_limits<int32_t>::max()) return bad();
+  return static_cast<int>(value);
+}
+
+}  // namespace pagellm::cli
