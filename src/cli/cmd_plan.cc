@@ -198,29 +198,7 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   return r;
 }
 
-// vLLM spells the tensor-parallel alias "-tp", which CLI11 cannot declare (short names are one
-// character); it reaches us among the unparsed arguments.
-Status TakeTpAlias(const std::vector<std::string>& extras, int* tp) {
-  for (size_t i = 0; i < extras.size(); ++i) {
-    if (extras[i] == "-tp" && i + 1 < extras.size()) {
-      try {
-        size_t used = 0;
-        *tp = std::stoi(extras[i + 1], &used);
-        if (used != extras[i + 1].size()) throw std::invalid_argument("trailing");
-      } catch (const std::exception&) {
-        return InvalidArgumentError(fmt::format("-tp {}: not an integer", extras[i + 1]));
-      }
-      ++i;
-      continue;
-    }
-    return InvalidArgumentError(fmt::format("unexpected argument '{}'", extras[i]));
-  }
-  return Status::Ok();
-}
-
-int RunPlan(const PlanFlags& flags_in, const std::vector<std::string>& extras) {
-  PlanFlags f = flags_in;
-  if (Status st = TakeTpAlias(extras, &f.tensor_parallel_size); !st.ok()) return Fail(st.message());
+int RunPlan(const PlanFlags& f) {
   if (f.model.empty() == f.config.empty()) return Fail("give exactly one of --model or --config");
   StatusOr<KvCacheDtype> kv_dtype = ParseKvCacheDtype(f.kv_cache_dtype);
   if (!kv_dtype.ok()) return Fail(kv_dtype.status().message());
@@ -358,9 +336,7 @@ CommandFn RegisterPlan(CLI::App& app) {
                  "CPU plans: a speculative draft model; its weights, activations and KV cache "
                  "(same block count as the target's) share the budget");
   app.add_flag("--json", f->json, "Print one JSON object");
-  app.allow_extras();  // for -tp N
-  CLI::App* self = &app;
-  return [f, self]() { return RunPlan(*f, self->remaining()); };
+  return [f]() { return RunPlan(*f); };
 }
 
 }  // namespace pagellm::cli

@@ -37,11 +37,9 @@ int main(int argc, char** argv) {
       pagellm::cli::RegisterEval);
 
   // vLLM's two-letter aliases, which CLI11 cannot declare (its short names are one letter):
-  // spelled out before parsing, except for `plan`, which reads -tp itself.
+  // spelled out before parsing.
   std::vector<std::string> args(argv, argv + argc);
-  const bool is_plan = argc > 1 && std::string(argv[1]) == "plan";
   for (std::string& a : args) {
-    if (is_plan) break;
     if (a == "-tp") a = "--tensor-parallel-size";
     if (a == "-pp") a = "--pipeline-parallel-size";
   }
