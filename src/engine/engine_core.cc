@@ -181,19 +181,18 @@ std::vector<EngineOutput> EngineCore::ProcessAborts() {
 Status EngineCore::Execute(const SchedulerOutput& sched) {
   batch_.token_ids.clear();
   batch_.seqs.clear();
-  std::vector<uint8_t> score_prompt(sched.scheduled.size(), 0);
   for (size_t i = 0; i < sched.scheduled.size(); ++i) {
     const ScheduledRequest& r = sched.scheduled[i];
     batch_.token_ids.insert(batch_.token_ids.end(), r.token_ids.begin(), r.token_ids.end());
-    // Prompt logprobs need the logits of every prompt position, not only the last.
-    score_prompt[i] = output_->WantsPromptLogits(r);
-    // Verifying d drafts needs the logits of the last d + 1 positions.
+    // Prompt logprobs need the logits of every prompt position, not only the last; verifying d
+    // drafts needs those of the last d + 1 positions.
     batch_.seqs.push_back({r.num_scheduled_tokens, r.num_computed_tokens, r.block_table,
-                           score_prompt[i] || r.num_spec_tokens > 0});
+                           output_->WantsPromptLogits(r) || r.num_spec_tokens > 0});
   }
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
+  // (The forward changed no request state, so the question is asked again, not stored.)
   for (size_t i = 0; i < sched.scheduled.size(); ++i) {
-    if (score_prompt[i])
+    if (output_->WantsPromptLogits(sched.scheduled[i]))
       output_->ScorePromptTokens(sched.scheduled[i], forward_out_, forward_out_.row_offset[i],
                                  samplers_[0]);
   }
