@@ -35,10 +35,6 @@ struct ModelConfig {
   // true: RoPE rotates adjacent pairs (x[2i], x[2i+1]) — GGUF "llama" q/k layout and llama2.c.
   // false: rotate_half pairs (x[i], x[i + d/2]) — Hugging Face layout and GGUF "qwen2".
   bool rope_interleaved = false;
-  // The RoPE table's inputs (kernels/rope.h) from the fields above.
-  RopeParams rope_params() const {
-    return RopeParams{head_dim, rope_theta, rope_scaling, rope_freq_divisors, rope_interleaved};
-  }
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
   bool tie_word_embeddings = false;
   int sliding_window = 0;            // 0 = full attention
@@ -50,6 +46,10 @@ struct ModelConfig {
   Status Validate() const;
   int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
+  // The RoPE table's inputs (kernels/rope.h) from the rope_* fields.
+  RopeParams rope_params() const {
+    return RopeParams{head_dim, rope_theta, rope_scaling, rope_freq_divisors, rope_interleaved};
+  }
 };
 
 }  // namespace pagellm
