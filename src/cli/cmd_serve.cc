@@ -139,7 +139,7 @@ int RunServe(ServeOptions& o) {
   if (sc.served_model_names.empty()) sc.served_model_names = {ec.model};
   sc.model_path = ec.model;
   if (sc.port < 0 || sc.port > 65535) return Fail(fmt::format("--port {} is not a port", sc.port));
-  // One thread per connection: enough for a full batch of streaming clients plus probes.
+  // One thread per request being served: a full batch of streaming clients plus probes.
   if (sc.http_threads <= 0) sc.http_threads = ec.scheduler.max_num_seqs + 64;
 
   // Signals go to one thread that waits for them; every other thread (engine, HTTP) starts
@@ -256,7 +256,26 @@ CommandFn RegisterServe(CLI::App& app) {
                  "Largest request body (e.g. 8MiB); larger ones get 413")
       ->capture_default_str();
   app.add_option("--http-threads", s.http_threads,
-                 "Connections served at once, one thread each (default: --max-num-seqs + 64)");
+                 "Requests served at once, one thread each, streams included (default: "
+                 "--max-num-seqs + 64); connections waiting for a request need no thread");
+  app.add_option("--max-connections", s.max_connections,
+                 "Open client connections in all; more get 503 at once (0: as many as the "
+                 "open-file limit allows)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-connections-per-client", s.max_connections_per_client,
+                 "Open connections from one client address; more get 503 (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--http-header-timeout", s.header_timeout_s,
+                 "Seconds a request's whole head (request line and headers) may take to "
+                 "arrive; slower clients get 408 and are closed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--timeout-keep-alive", s.keep_alive_timeout_s,
+                 "Seconds an idle kept-alive connection stays open (uvicorn's flag)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   return [o] { return RunServe(*o); };
 }
 

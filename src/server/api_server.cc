@@ -57,13 +57,20 @@ ApiServer::~ApiServer() {
 }
 
 Status ApiServer::Start() {
-  const int threads = std::max(4, config_.http_threads);
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  ConnectionLimits limits;
+  limits.workers = std::max(4, config_.http_threads);
+  limits.max_connections = config_.max_connections;
+  limits.max_connections_per_client = config_.max_connections_per_client;
+  limits.head_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config_.header_timeout_s * 1000));
+  limits.keep_alive_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config_.keep_alive_timeout_s * 1000));
   server_.set_payload_max_length(config_.max_body_size);
   // Clients (the OpenAI SDKs) keep connections alive across many requests; closing them
-  // after httplib's default of 5 requests makes them retry on a dead socket.
+  // after httplib's default of 5 requests makes them retry on a dead socket. An idle
+  // kept-alive connection waits in the gate, not in a thread.
   server_.set_keep_alive_max_count(100000);
-  server_.set_keep_alive_timeout(5);  // uvicorn's; an idle connection holds a thread
+  server_.set_keep_alive_timeout(static_cast<time_t>(config_.keep_alive_timeout_s));
   server_.set_read_timeout(30);
   server_.set_write_timeout(30);
   RegisterRoutes();
@@ -122,6 +129,7 @@ Status ApiServer::Start() {
   if (listen_socket >= 0 && ::listen(listen_socket, kListenBacklog) != 0)
     spdlog::warn("could not raise the listen backlog to {}: {}", kListenBacklog,
                  std::strerror(errno));
+  server_.StartGate(limits);
   listen_thread_ = std::thread([this] {
     server_.listen_after_bind();
     listener_done_.store(true);

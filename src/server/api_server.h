@@ -1,4 +1,5 @@
-// ApiServer: the HTTP front of `pagellm serve` (cpp-httplib, one thread per connection). It
+// ApiServer: the HTTP front of `pagellm serve` (cpp-httplib's routing and parsing behind a
+// ConnectionGate: connections wait for a whole request head without a thread). It
 // listens before the model is loaded so that /health can say 503 while loading, then routes
 // the OpenAI-compatible API to the handlers once SetReady() hands it a ServingContext.
 //
@@ -17,6 +18,7 @@
 #include <string>
 #include <thread>
 
+#include "server/gated_http_server.h"
 #include "server/server_config.h"
 #include "server/serving_context.h"
 
@@ -39,6 +41,8 @@ class ApiServer {
   void BeginShutdown();
   // Closes the listening socket and waits for every connection to finish. Idempotent.
   void Stop();
+  // Connection counts of the front end (open, serving, rejected, timed out).
+  ConnectionGate::Counters connection_counters() const { return server_.gate_counters(); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -54,7 +58,7 @@ class ApiServer {
   ServingContext* ready() const { return ctx_.load(std::memory_order_acquire); }
 
   const ServerConfig& config_;
-  httplib::Server server_;
+  GatedHttpServer server_;
   std::thread listen_thread_;
   // Set by the listener thread once listen_after_bind() has returned (see Stop()).
   std::atomic<bool> listener_done_{false};

@@ -24,8 +24,14 @@ struct ServerConfig {
   // new requests get 503 at once instead of queueing without bound.
   int max_queued_requests = 0;
   size_t max_body_size = 8u << 20;  // bytes; larger bodies get 413
-  int http_threads = 0;             // connections served at once; 0: max-num-seqs + 64
-  int max_n = 128;                  // most choices (n x prompts) one request may ask for
+  // Requests served at once (one thread each, streams included); 0: max-num-seqs + 64.
+  // Connections waiting for a request cost no thread (ConnectionGate).
+  int http_threads = 0;
+  int max_connections = 16384;         // open connections in all; past it 503 (0: fd limit)
+  int max_connections_per_client = 0;  // from one address; 0: no limit
+  double header_timeout_s = 10;        // whole request head must arrive within this
+  double keep_alive_timeout_s = 5;     // idle time between requests on one connection
+  int max_n = 128;                     // most choices (n x prompts) one request may ask for
 
   const std::string& model_name() const { return served_model_names.front(); }
 };

@@ -1,0 +1,194 @@
+"""Chaos: hostile connections against `pagellm serve` (loopback only, bounded in count and
+time). Thousands of idle connections and a thousand that trickle a request head must not keep
+a normal request from being answered, must not grow the server's threads, and must be closed
+by the head deadline; the connection limits answer 503; a kept-alive connection carries many
+requests and is closed when idle; a storm of clients hanging up mid-stream leaks nothing.
+Latency under the flood is measured by bench/slow_client_probe.py (docs/BENCHMARKS.md)."""
+
+import json
+import os
+import random
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "e2e"))
+from connection_flood import Flood, raise_file_limit, timed_completion  # noqa: E402
+from pagellm_server import MODEL_NAME, Server  # noqa: E402
+
+HTTP_THREADS = 8
+HEAD_TIMEOUT_S = 2
+PROBE = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+
+
+def start(pagellm_binary, shared_dir, scratch_dir, *flags, head_timeout=HEAD_TIMEOUT_S):
+    return Server(pagellm_binary, shared_dir,
+                  ["--http-threads", str(HTTP_THREADS), "--http-header-timeout",
+                   str(head_timeout)] + list(flags), log_dir=scratch_dir).wait_ready()
+
+
+def thread_count(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+    raise AssertionError("no Threads: line")
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def wait_for(predicate, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+def test_idle_and_slow_flood(pagellm_binary, shared_dir, scratch_dir):
+    slow = 1000
+    allowed = raise_file_limit(12000)
+    idle = min(10000, allowed - slow - 500)
+    assert idle >= 1000, f"open-file limit {allowed} too low for a meaningful flood"
+    # Long enough for the whole flood to be open at once (connecting 11,000 sockets takes a
+    # few seconds), short enough to watch it expire.
+    head_timeout = 10
+    server = start(pagellm_binary, shared_dir, scratch_dir, head_timeout=head_timeout)
+    try:
+        pid = server.proc.pid
+        status, _ = timed_completion(server.host, server.port, PROBE)
+        assert status == 200
+        base_threads, base_fds = thread_count(pid), fd_count(pid)
+
+        opened = time.time()
+        flood = Flood(server.host, server.port, idle=idle, slow=slow).start_trickling()
+        try:
+            # Under thread-per-connection serving every one of these timed out.
+            for _ in range(20):
+                status, seconds = timed_completion(server.host, server.port, PROBE, timeout=10)
+                assert status == 200
+            assert thread_count(pid) == base_threads, "a connection must not cost a thread"
+            if time.time() - opened < head_timeout - 1:
+                assert fd_count(pid) >= base_fds + idle + slow - 10  # all of them accepted
+            # The head deadline closes the trickling and the silent connections alike.
+            assert wait_for(lambda: fd_count(pid) <= base_fds + 5, head_timeout + 10), \
+                fd_count(pid) - base_fds
+            assert flood.closed_by_server(flood.slow) == slow
+            assert flood.closed_by_server(flood.idle) == idle
+        finally:
+            flood.close()
+        status, _ = timed_completion(server.host, server.port, PROBE)
+        assert status == 200
+        assert wait_for(lambda: fd_count(pid) <= base_fds + 1, 5)
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def test_slow_head_gets_408(pagellm_binary, shared_dir, scratch_dir):
+    server = start(pagellm_binary, shared_dir, scratch_dir)
+    try:
+        s = socket.create_connection((server.host, server.port))
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        s.settimeout(HEAD_TIMEOUT_S + 5)
+        start_t = time.time()
+        data = s.recv(65536)
+        assert data.startswith(b"HTTP/1.1 408"), data
+        assert time.time() - start_t < HEAD_TIMEOUT_S + 2
+        s.close()
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def test_connection_limits_answer_503(pagellm_binary, shared_dir, scratch_dir):
+    server = start(pagellm_binary, shared_dir, scratch_dir, "--max-connections", "20",
+                   "--max-connections-per-client", "20")
+    try:
+        held = [socket.create_connection((server.host, server.port)) for _ in range(20)]
+        time.sleep(0.2)
+        extra = socket.create_connection((server.host, server.port))
+        extra.settimeout(5)
+        data = extra.recv(65536)
+        assert data.startswith(b"HTTP/1.1 503"), data
+        body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+        assert body["error"]["code"] == 503 and "connections" in body["error"]["message"]
+        extra.close()
+        for s in held:
+            s.close()
+        # Freed: a normal request is served again.
+        assert wait_for(lambda: timed_completion(server.host, server.port, PROBE)[0] == 200, 5)
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def test_keep_alive_and_idle_close(pagellm_binary, shared_dir, scratch_dir):
+    server = start(pagellm_binary, shared_dir, scratch_dir, "--timeout-keep-alive", "1")
+    try:
+        conn = server.connection(timeout=10)
+        for _ in range(5):
+            conn.request("POST", "/v1/completions", body=json.dumps(PROBE),
+                         headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            assert resp.status == 200
+            assert resp.getheader("Connection", "") != "close"
+            json.loads(resp.read())
+        sock = conn.sock
+        sock.settimeout(5)
+        start_t = time.time()
+        assert sock.recv(1) == b""  # closed by the server once idle for 1 s
+        assert 0.5 < time.time() - start_t < 3
+        conn.close()
+        # Pipelined requests on one connection are answered in order.
+        s = socket.create_connection((server.host, server.port))
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /version HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(5)
+        data = b""
+        while data.count(b"HTTP/1.1 200") < 2:
+            chunk = s.recv(65536)
+            assert chunk, data
+            data += chunk
+        assert b"version" in data
+        s.close()
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def test_head_too_large_gets_431(pagellm_binary, shared_dir, scratch_dir):
+    server = start(pagellm_binary, shared_dir, scratch_dir)
+    try:
+        s = socket.create_connection((server.host, server.port))
+        s.sendall(b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n")
+        s.settimeout(5)
+        assert s.recv(65536).startswith(b"HTTP/1.1 431")
+        s.close()
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def test_disconnect_storm_leaks_nothing(pagellm_binary, shared_dir, scratch_dir):
+    server = start(pagellm_binary, shared_dir, scratch_dir, "--max-num-seqs", "32")
+    try:
+        rng = random.Random(7)
+        body = json.dumps(dict(PROBE, max_tokens=200, ignore_eos=True, stream=True)).encode()
+        head = (f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        for i in range(200):
+            s = socket.create_connection((server.host, server.port))
+            cut = rng.choice(["head", "body", "after", "read"])
+            if cut == "head":
+                s.sendall(head[: rng.randrange(1, len(head))])
+            elif cut == "body":
+                s.sendall(head + body[: rng.randrange(1, len(body))])
+            else:
+                s.sendall(head + body)
+                if cut == "read":
+                    s.settimeout(10)
+                    s.recv(1024)
+            s.close()
+        assert wait_for(lambda: server.metrics().get("vllm:num_requests_running") == 0 and
+                        server.metrics().get("vllm:kv_cache_usage_perc") == 0, 30)
+        assert timed_completion(server.host, server.port, PROBE)[0] == 200
+    finally:
+        assert server.stop() == 0, server.read_log()
