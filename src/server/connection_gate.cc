@@ -161,8 +161,9 @@ ConnectionGate::ConnectionGate(const ConnectionLimits& limits, ServeFn serve)
   CHECK(epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) == 0) << std::strerror(errno);
   last_sweep_ = Clock::now();
   reactor_ = std::thread([this] { ReactorLoop(); });
+  // Workers start on demand (Dispatch), so a server that fails at start-up, or serves a few
+  // clients, does not create and join hundreds of threads.
   workers_.reserve(limits_.workers);
-  for (int i = 0; i < limits_.workers; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ConnectionGate::~ConnectionGate() {
@@ -310,10 +311,15 @@ void ConnectionGate::Dispatch(Waiting w, const HeadScan& scan) {
     body_time = std::chrono::milliseconds(static_cast<int64_t>(
         1000.0 * static_cast<double>(scan.content_length) / std::max(1.0, limits_.min_body_rate)));
   ready.read_deadline = Clock::now() + limits_.head_timeout + body_time;
+  bool spawn = false;
   {
     std::lock_guard<std::mutex> lock(work_mu_);
     work_.emplace_back(ready, std::move(w.client));
+    spawn = idle_workers_ < static_cast<int>(work_.size()) &&
+            static_cast<int>(workers_.size()) < limits_.workers;
   }
+  // Only the reactor thread adds workers; Shutdown joins them after the reactor has ended.
+  if (spawn) workers_.emplace_back([this] { WorkerLoop(); });
   work_cv_.notify_one();
 }
 
@@ -388,7 +394,9 @@ void ConnectionGate::WorkerLoop() {
     std::pair<Ready, std::string> item;
     {
       std::unique_lock<std::mutex> lock(work_mu_);
+      ++idle_workers_;
       work_cv_.wait(lock, [this] { return !work_.empty() || stopping_.load(); });
+      --idle_workers_;
       if (work_.empty()) return;  // stopping, and the queue is drained
       item = std::move(work_.front());
       work_.pop_front();

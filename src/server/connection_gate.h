@@ -10,7 +10,8 @@
 // a head-size limit (431), the whole-head deadline, the keep-alive idle timeout and a body
 // deadline that grows with the declared Content-Length (a floor on the upload rate).
 //
-// Threads: the accepting thread calls Admit(); one reactor thread; `workers` serving threads.
+// Threads: the accepting thread calls Admit(); one reactor thread; up to `workers` serving
+// threads, started as requests need them.
 // Nothing here knows HTTP beyond finding the end of the head and its Content-Length: serving is
 // the callback's (GatedHttpServer hands the socket to cpp-httplib's request processing).
 #pragma once
@@ -139,10 +140,11 @@ class ConnectionGate {
   std::mutex work_mu_;
   std::condition_variable work_cv_;
   std::deque<std::pair<Ready, std::string>> work_;  // (connection, client address)
+  int idle_workers_ = 0;                            // waiting on work_cv_
 
   std::atomic<bool> stopping_{false};
   std::thread reactor_;
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;  // grown by the reactor thread up to limits_.workers
 };
 
 }  // namespace pagellm
