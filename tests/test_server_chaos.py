@@ -244,3 +244,38 @@ def test_bad_startups_exit_promptly(pagellm_binary, shared_dir, scratch_dir):
     print("slowest exit per kind (s):", {k: round(v, 3) for k, v in worst.items()})
     # 1 s on a quiet machine (docs/BENCHMARKS.md); the bound here leaves room for a loaded CI.
     assert max(worst.values()) < 5, worst
+
+
+def test_huge_prompts_are_refused_without_tokenizing_them(pagellm_binary, shared_dir,
+                                                          scratch_dir):
+    """An 8 MiB prompt is refused from a prefix (ServingContext::Tokenize), for completions,
+    chat and /tokenize; a long prompt with truncate_prompt_tokens is still served; /tokenize
+    counts texts longer than the context."""
+    server = start(pagellm_binary, shared_dir, scratch_dir)
+    try:
+        words = ["the", "cat", "sat", "on", "a", "mat", "Lily", "went", "to", "park"]
+        rng = random.Random(3)
+        huge = " ".join(rng.choice(words) for _ in range(1_800_000))[: 8 * 1024 * 1024 - 200]
+        for path, body, param in [
+            ("/v1/completions", {"model": MODEL_NAME, "prompt": huge, "max_tokens": 2}, "prompt"),
+            ("/v1/chat/completions", {"model": MODEL_NAME, "max_tokens": 2,
+                                      "messages": [{"role": "user", "content": huge}]},
+             "messages"),
+            ("/tokenize", {"model": MODEL_NAME, "prompt": huge}, "prompt"),
+        ]:
+            status, out = server.post(path, body)
+            assert status == 400, (path, out)
+            assert "more than" in out["error"]["message"], out
+            assert out["error"]["param"] == param
+        long_text = " ".join(rng.choice(words) for _ in range(3000))
+        status, out = server.post("/tokenize", {"model": MODEL_NAME, "prompt": long_text})
+        assert status == 200 and out["count"] > 2000, out
+        status, out = server.post("/v1/completions", {
+            "model": MODEL_NAME, "prompt": long_text, "max_tokens": 2,
+            "truncate_prompt_tokens": 100})
+        assert status == 200 and out["usage"]["prompt_tokens"] == 100, out
+        status, out = server.post("/v1/completions", {
+            "model": MODEL_NAME, "prompt": long_text, "max_tokens": 2})
+        assert status == 400 and "maximum context length" in out["error"]["message"], out
+    finally:
+        assert server.stop() == 0, server.read_log()

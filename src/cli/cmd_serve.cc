@@ -5,6 +5,7 @@
 // answers 503 while the model loads), then the engine is built and the API goes live.
 // SIGINT / SIGTERM: new requests get 503, in-flight ones are aborted (streams end with
 // finish_reason "abort"), connections drain, exit code 0. A second signal exits at once.
+#include <malloc.h>
 #include <pthread.h>
 
 #include <atomic>
@@ -119,6 +120,14 @@ StatusOr<std::optional<ChatTemplate>> LoadChatTemplate(const std::string& arg,
 }
 
 int RunServe(ServeOptions& o) {
+  // glibc raises its mmap threshold each time a large block is freed; from then on request-sized
+  // buffers (an 8 MiB body, its tokens, its JSON) come from the heap arenas and their pages stay
+  // with the process, so RSS ratchets up request after request. A fixed threshold keeps every
+  // block of 1 MiB or more in its own mapping, unmapped on free, and a few arenas (instead of
+  // 8 per core, one per busy HTTP thread) bound what small allocations keep
+  // (docs/BENCHMARKS.md, "Large requests").
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_ARENA_MAX, 4);
   EngineConfig& ec = o.engine.config;
   if (!o.model_tag.empty() && !ec.model.empty() && o.model_tag != ec.model)
     return Fail(fmt::format("two models given: {} and --model {}", o.model_tag, ec.model));

@@ -111,7 +111,10 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
   auto prompt = ctx.RenderChat(*obody);
   if (!prompt.ok())
     return SendError(res, ApiError::BadRequest(prompt.status().message(), "messages"));
-  std::vector<std::vector<int32_t>> ids = {ctx.Tokenize(*prompt, opts->add_special_tokens)};
+  auto prompt_ids = ctx.Tokenize(*prompt, opts->add_special_tokens, PromptTokenLimit(*opts, ctx));
+  if (!prompt_ids.ok())
+    return SendError(res, ApiError::BadRequest(prompt_ids.status().message(), "messages"));
+  std::vector<std::vector<int32_t>> ids = {std::move(*prompt_ids)};
   TruncatePrompts(&ids, *opts);
 
   // The reply's role: the assistant's after a generation prompt, else the final message's

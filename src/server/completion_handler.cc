@@ -36,12 +36,14 @@ Status ReadTokenIds(const InJson& list, std::vector<int32_t>* ids) {
 }
 
 StatusOr<std::vector<Prompt>> ParsePrompts(const InJson& body, const ServingContext& ctx,
-                                           bool add_special) {
+                                           bool add_special, std::optional<int64_t> max_tokens) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return InvalidArgumentError("'prompt' is required");
   std::vector<Prompt> prompts;
-  auto from_text = [&](const std::string& text) {
-    prompts.push_back({text, ctx.Tokenize(text, add_special)});
+  auto from_text = [&](const std::string& text) -> Status {
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, ctx.Tokenize(text, add_special, max_tokens));
+    prompts.push_back({text, std::move(ids)});
+    return Status::Ok();
   };
   auto from_ids = [&](const InJson& list) -> Status {
     Prompt p;
@@ -51,7 +53,7 @@ StatusOr<std::vector<Prompt>> ParsePrompts(const InJson& body, const ServingCont
     return Status::Ok();
   };
   if (it->is_string()) {
-    from_text(it->get<std::string>());
+    RETURN_IF_ERROR(from_text(it->get<std::string>()));
     return prompts;
   }
   if (!it->is_array()) return InvalidArgumentError(kPromptShape);
@@ -63,7 +65,7 @@ StatusOr<std::vector<Prompt>> ParsePrompts(const InJson& body, const ServingCont
   }
   for (const InJson& p : *it) {
     if (first.is_string() && p.is_string()) {
-      from_text(p.get<std::string>());
+      RETURN_IF_ERROR(from_text(p.get<std::string>()));
     } else if (first.is_array() && p.is_array()) {
       RETURN_IF_ERROR(from_ids(p));
     } else {
@@ -160,7 +162,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   WarnIgnoredFields(*body, Endpoint::kCompletions);
   auto opts = ParseRequestOptions(*body, Endpoint::kCompletions, ctx);
   if (!opts.ok()) return SendError(res, ApiError::FromStatus(opts.status()));
-  auto prompts = ParsePrompts(*body, ctx, opts->add_special_tokens);
+  auto prompts = ParsePrompts(*body, ctx, opts->add_special_tokens, PromptTokenLimit(*opts, ctx));
   if (!prompts.ok())
     return SendError(res, ApiError::BadRequest(prompts.status().message(), "prompt"));
   const int n = opts->params.n;

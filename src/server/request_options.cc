@@ -190,6 +190,11 @@ void WarnIgnoredFields(const json& body, Endpoint endpoint) {
                  fmt::join(ignored, ", "));
 }
 
+std::optional<int64_t> PromptTokenLimit(const RequestOptions& o, const ServingContext& ctx) {
+  if (o.truncate_prompt_tokens && *o.truncate_prompt_tokens >= 0) return std::nullopt;
+  return static_cast<int64_t>(ctx.max_model_len()) - 1;
+}
+
 void TruncatePrompts(std::vector<std::vector<int32_t>>* prompts, const RequestOptions& o) {
   if (!o.truncate_prompt_tokens || *o.truncate_prompt_tokens < 0) return;  // -1: keep all
   const size_t keep = static_cast<size_t>(*o.truncate_prompt_tokens);

@@ -37,6 +37,11 @@ StatusOr<RequestOptions> ParseRequestOptions(const nlohmann::json& body, Endpoin
 // Logs (once per request) the fields this endpoint does not know, which are ignored.
 void WarnIgnoredFields(const nlohmann::json& body, Endpoint endpoint);
 
+// The most prompt tokens worth tokenizing in full for this request (ServingContext::Tokenize):
+// max_model_len - 1 (one token must be left for the output), or none when the request asks
+// for truncate_prompt_tokens (a longer prompt is then legitimate: its last k tokens are kept).
+std::optional<int64_t> PromptTokenLimit(const RequestOptions& options, const ServingContext& ctx);
+
 // Applies truncate_prompt_tokens (keep the last k tokens of each prompt).
 void TruncatePrompts(std::vector<std::vector<int32_t>>* prompts, const RequestOptions& options);
 

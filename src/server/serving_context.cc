@@ -55,8 +55,43 @@ std::optional<ApiError> ServingContext::CheckModel(const nlohmann::json& body) c
   return e;
 }
 
-std::vector<int32_t> ServingContext::Tokenize(const std::string& text, bool add_special) const {
+StatusOr<std::vector<int32_t>> ServingContext::Tokenize(const std::string& text, bool add_special,
+                                                        std::optional<int64_t> max_tokens,
+                                                        std::string_view limit_name) const {
   const Tokenizer& tok = tokenizer();
+  if (max_tokens) {
+    const int64_t probe_tokens = *max_tokens + kTokenMargin;
+    const size_t cut_limit = static_cast<size_t>(probe_tokens * kBytesPerTokenProbe);
+    if (text.size() > cut_limit) {
+      // First a small prefix, to learn this text's bytes per token; then one prefix sized to
+      // hold probe_tokens at that density (with a tenth more), at most cut_limit bytes.
+      auto prefix_at = [&](size_t cut) {
+        while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+        return std::string_view(text.data(), cut);  // ends on a UTF-8 character boundary
+      };
+      std::string_view prefix = prefix_at(std::min<size_t>(cut_limit, kFirstProbeBytes));
+      size_t prefix_tokens = tok.Encode(prefix, add_special, /*parse_special=*/true).size();
+      if (static_cast<int64_t>(prefix_tokens) <= probe_tokens && prefix.size() < cut_limit) {
+        const double bytes_per_token = static_cast<double>(prefix.size()) /
+                                       static_cast<double>(std::max<size_t>(1, prefix_tokens));
+        const size_t next = static_cast<size_t>(
+            std::min<double>(static_cast<double>(cut_limit),
+                             1.1 * bytes_per_token * static_cast<double>(probe_tokens + 1)));
+        if (next > prefix.size()) {
+          prefix = prefix_at(next);
+          prefix_tokens = tok.Encode(prefix, add_special, /*parse_special=*/true).size();
+        }
+      }
+      if (static_cast<int64_t>(prefix_tokens) > probe_tokens)
+        return InvalidArgumentError(fmt::format(
+            "{}. However, your request has more than {} input tokens (its first {} bytes "
+            "alone are {} tokens; the whole text is {} bytes).",
+            limit_name.empty()
+                ? fmt::format("This model's maximum context length is {} tokens", max_model_len())
+                : std::string(limit_name),
+            *max_tokens, prefix.size(), prefix_tokens, text.size()));
+    }
+  }
   std::vector<int32_t> ids = tok.Encode(text, add_special, /*parse_special=*/true);
   if (ids.empty() && add_special && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
   return ids;

@@ -45,7 +45,22 @@ class ServingContext {
   // Text -> ids as vLLM's server does: special-token text in the prompt becomes those tokens;
   // BOS/EOS added per the tokenizer config when add_special. An empty completion prompt is
   // BOS alone (as `pagellm generate`).
-  std::vector<int32_t> Tokenize(const std::string& text, bool add_special) const;
+  //
+  // `max_tokens` bounds the work and memory a huge text may cost (tokenizing takes about 50
+  // bytes of transient memory per input byte): a text longer than kBytesPerTokenProbe x
+  // (max_tokens + kTokenMargin) bytes has a prefix tokenized first (kFirstProbeBytes, then one
+  // sized by the density measured on it, at most that bound), and when the prefix alone is
+  // more than max_tokens + kTokenMargin tokens the text is refused (InvalidArgument, "more
+  // than N tokens") without tokenizing the rest. A text whose prefixes are shorter (e.g. long
+  // runs that make single tokens) is tokenized in full and judged by its exact count.
+  // The margin covers the tokens that change where the prefix is cut (a merge across the cut
+  // affects at most the last few tokens of the prefix).
+  StatusOr<std::vector<int32_t>> Tokenize(const std::string& text, bool add_special,
+                                          std::optional<int64_t> max_tokens,
+                                          std::string_view limit_name = "") const;
+  static constexpr int64_t kBytesPerTokenProbe = 8;
+  static constexpr int64_t kTokenMargin = 64;
+  static constexpr size_t kFirstProbeBytes = 16384;
   // One token's text for logprobs (its bytes decoded, special tokens spelled out).
   std::string TokenText(int32_t id) const;
 

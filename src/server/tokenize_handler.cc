@@ -1,4 +1,5 @@
 // POST /tokenize, POST /detokenize, GET /v1/models.
+#include <algorithm>
 #include <ctime>
 
 #include "fmt/format.h"
@@ -17,6 +18,14 @@ std::optional<ApiError> ReadFlag(const nlohmann::json& body, const char* key, bo
     return ApiError::BadRequest(fmt::format("'{}' must be a boolean", key), key);
   *out = it->get<bool>();
   return std::nullopt;
+}
+
+// /tokenize and /detokenize serve texts longer than the context (vLLM answers any length; a
+// client may count a document's tokens before splitting it), up to this many tokens, so that one
+// request cannot hold gigabytes (ServingContext::Tokenize).
+constexpr int64_t kMinTokenizeLimit = 65536;
+int64_t TokenizeLimit(const ServingContext& ctx) {
+  return std::max<int64_t>(ctx.max_model_len(), kMinTokenizeLimit);
 }
 
 }  // namespace
@@ -47,7 +56,15 @@ void HandleTokenize(ServingContext& ctx, const httplib::Request& req, httplib::R
       return SendError(res, ApiError::BadRequest(rendered.status().message(), "messages"));
     text = std::move(*rendered);
   }
-  const std::vector<int32_t> ids = ctx.Tokenize(text, add_special);
+  const int64_t limit = TokenizeLimit(ctx);
+  auto tokenized = ctx.Tokenize(
+      text, add_special, limit,
+      fmt::format("/tokenize counts at most {} tokens (the larger of max_model_len and {})", limit,
+                  kMinTokenizeLimit));
+  if (!tokenized.ok())
+    return SendError(res, ApiError::BadRequest(tokenized.status().message(),
+                                               has_prompt ? "prompt" : "messages"));
+  const std::vector<int32_t>& ids = *tokenized;
   json out = {{"count", ids.size()},
               {"max_model_len", ctx.max_model_len()},
               {"tokens", ids},
@@ -67,6 +84,12 @@ void HandleDetokenize(ServingContext& ctx, const httplib::Request& req, httplib:
   auto it = body->find("tokens");
   if (it == body->end() || !it->is_array())
     return SendError(res, ApiError::BadRequest("'tokens' must be a list of token ids", "tokens"));
+  if (static_cast<int64_t>(it->size()) > TokenizeLimit(ctx))
+    return SendError(
+        res, ApiError::BadRequest(fmt::format("/detokenize takes at most {} tokens (the larger of "
+                                              "max_model_len and {}), got {}.",
+                                              TokenizeLimit(ctx), kMinTokenizeLimit, it->size()),
+                                  "tokens"));
   std::vector<int32_t> ids;
   for (const nlohmann::json& v : *it) {
     if (!v.is_number_integer())
