@@ -100,13 +100,46 @@ inline void DecodeSuperCodesSimd(const uint8_t* p, int8_t* q) {
   }
 }
 
+inline float HalfToFloat(uint16_t h) {
+  return _cvtsh_ss(h);  // F16C: exact, as F16ToF32
+}
+
+// Scales, mins, d and m of a super-block (DecodeSuperScales' values). Q4_K / Q5_K unpack their
+// 12 scale bytes four at a time in 32-bit lanes; the other types' 16 scales are plain bytes or
+// nibbles and take the scalar path.
+template <DType kType>
+inline void DecodeSuperScalesSimd(const uint8_t* p, int16_t* sc, int16_t* mn, float* d, float* m) {
+  if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+    uint16_t dd[2];
+    uint32_t a, b, c;
+    std::memcpy(dd, p, 4);
+    std::memcpy(&a, p + 4, 4);
+    std::memcpy(&b, p + 8, 4);
+    std::memcpy(&c, p + 12, 4);
+    // Bytes j of: scales 0..3 | 4..7, mins 0..3 | 4..7 (KScaleMin).
+    const uint32_t sc_lo = a & 0x3f3f3f3f, m_lo = b & 0x3f3f3f3f;
+    const uint32_t sc_hi = (c & 0x0f0f0f0f) | ((a >> 2) & 0x30303030);
+    const uint32_t m_hi = ((c >> 4) & 0x0f0f0f0f) | ((b >> 2) & 0x30303030);
+    const __m128i s8 = _mm_setr_epi32(static_cast<int>(sc_lo), static_cast<int>(sc_hi),
+                                      static_cast<int>(m_lo), static_cast<int>(m_hi));
+    // Each byte twice (per 16 elements), widened to int16.
+    const __m128i dup_lo = _mm_unpacklo_epi8(s8, s8), dup_hi = _mm_unpackhi_epi8(s8, s8);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sc), _mm256_cvtepu8_epi16(dup_lo));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(mn), _mm256_cvtepu8_epi16(dup_hi));
+    *d = HalfToFloat(dd[0]);
+    *m = -HalfToFloat(dd[1]);
+  } else {
+    DecodeSuperScales<kType>(p, sc, mn, d, m);
+  }
+}
+
 // The 32 codes of a 32-element block (DecodeBlock32's bytes), and its d and m.
 template <DType kType>
 inline void DecodeBlock32Simd(const uint8_t* p, int8_t* q, float* d, float* m) {
   uint16_t h[2];
   std::memcpy(h, p, 4);
-  *d = F16ToF32(h[0]);
-  *m = DecodeTraits<kType>::kHasMin ? F16ToF32(h[1]) : 0.0f;
+  *d = HalfToFloat(h[0]);
+  *m = DecodeTraits<kType>::kHasMin ? HalfToFloat(h[1]) : 0.0f;
   constexpr int qs_off = kType == DType::kQ4_1     ? 4
                          : kType == DType::kIQ4_NL ? 2
                          : kType == DType::kQ5_0   ? 6
@@ -132,6 +165,19 @@ inline void DecodeBlock32Simd(const uint8_t* p, int8_t* q, float* d, float* m) {
   Store256(q, c);
 }
 
+// Weights are read once, row after row (rows are contiguous, one task streams a range of
+// them); each row is short (1-6 KiB), so the lines kPrefetchBytes ahead of the decoder are
+// requested explicitly to keep the stream going across row ends.
+constexpr int64_t kPrefetchBytes = 4096;
+
+template <int64_t kBytes>
+inline void PrefetchAhead(const uint8_t* p) {
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < kBytes; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + i), _MM_HINT_T0);
+  }
+}
+
 template <DType kType>
 inline void DecodeRowSimd(const uint8_t* row, int64_t cols, const DecodedRowLayout& l,
                           uint8_t* out) {
@@ -143,8 +189,9 @@ inline void DecodeRowSimd(const uint8_t* row, int64_t cols, const DecodedRowLayo
     auto* sc = reinterpret_cast<int16_t*>(out + l.sc_offset);
     auto* mn = reinterpret_cast<int16_t*>(out + l.mn_offset);
     for (int64_t s = 0; s < l.blocks; ++s) {
+      PrefetchAhead<bb>(row + s * bb);
       DecodeSuperCodesSimd<kType>(row + s * bb, q + 256 * s);
-      DecodeSuperScales<kType>(row + s * bb, sc + 16 * s, mn + 16 * s, d + s, m + s);
+      DecodeSuperScalesSimd<kType>(row + s * bb, sc + 16 * s, mn + 16 * s, d + s, m + s);
     }
   } else {
     const int64_t nb = cols / 32;
