@@ -109,7 +109,8 @@ def test_engine_logits_teacher_forced(expected, pagellm_binary, tmp_path, preset
 @pytest.mark.parametrize("preset", ["Q4_K_M", "IQ4_XS", "Q5_1"])
 def test_inspect_reports_the_bytes_of_each_type(expected, pagellm_binary, preset):
     """`pagellm inspect --json`: bytes per type = the GGUF's tensors of that type at the
-    format's block geometry (tests/gguf_blocks.py); 1-D tensors are norms, not weights."""
+    format's block geometry (tests/gguf_blocks.py); 1-D tensors are norms (F32), not in the
+    per-type table. `pagellm plan` counts the same weight bytes."""
     fn = f"kquant-ref-{preset}.gguf"
     path = os.path.join(KDIR, fn)
     r = subprocess.run([pagellm_binary, "inspect", "--json", path], capture_output=True,
@@ -123,3 +124,9 @@ def test_inspect_reports_the_bytes_of_each_type(expected, pagellm_binary, preset
             name = gguf_blocks.TYPES[t["type"]][0]
             want[name] = want.get(name, 0) + gguf_blocks.nbytes(t["type"], int(np.prod(t["ne"])))
     assert report["dtype_bytes"] == want, fn
+    r = subprocess.run([pagellm_binary, "plan", "--model", path, "--json"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    norms = sum(4 * int(np.prod(t["ne"])) for t in g.tensors.values() if len(t["shape"]) == 1)
+    assert plan["weights_bytes"] == report["weights_bytes"] == sum(want.values()) + norms, fn
