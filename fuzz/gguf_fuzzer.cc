@@ -3,7 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
+#include "kernels/quantize.h"
+#include "kernels/weight_format.h"
 #include "model/config_parser.h"
 #include "model/gguf_file.h"
 #include "model/model_weights.h"
@@ -39,8 +42,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     sink = sink + i.ok() + f.ok() + b.ok();
   }
+  // Every tensor's first row through its type's reference dequantizer: the block decoders
+  // (Q4_0 .. IQ4_XS) must accept any bytes. Rows longer than 64K elements are skipped (bounded
+  // work per input).
+  std::vector<float> row;
   for (const TensorView& t : gguf->tensors()) {
     if (t.nbytes > 0) sink = sink + (t.data[0] ^ t.data[t.nbytes - 1]);
+    const int64_t cols = t.shape.empty() ? 0 : t.shape.back();
+    if (cols == 0 || cols > (int64_t{1} << 16) || t.numel() == 0) continue;
+    if (GetWeightFormat(t.dtype).dequantize == nullptr) continue;
+    row.resize(static_cast<size_t>(cols));
+    DequantizeRow(t.dtype, t.data, row.data(), cols);
+    sink = sink + (row[0] == row[cols - 1]);
   }
   auto config = ParseGgufConfig(*gguf);
   sink = sink + config.ok();

@@ -15,8 +15,9 @@ RoPE frequencies follow Hugging Face: inv_freq_i = theta^(-2i/d); "linear" scali
 them by factor; "llama3" is _compute_llama3_parameters (wavelen = 2 pi / inv_freq; wavelen >
 orig/low -> inv/factor; wavelen < orig/high -> unchanged; else smooth blend).
 
-Also contains small readers for safetensors and GGUF (F32/F16/BF16/Q8_0/Q4_0) used by the tests;
-they share no code with tools/ on purpose.
+Also contains small readers for safetensors and GGUF (every block type of tests/gguf_blocks.py:
+F32/F16/BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS) used by the tests; they
+share no code with tools/ or src/ on purpose.
 
     python3 tests/reference_forward.py MODEL_DIR 1,5,9   # prints top-5 at the last position
 """
@@ -30,6 +31,9 @@ import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_blocks  # noqa: E402  (the block dequantizers, beside this file)
 
 # ---------------------------------------------------------------------------------------------
 # safetensors
@@ -77,7 +81,6 @@ def load_hf_weights(model_dir: str) -> dict:
 # ---------------------------------------------------------------------------------------------
 # GGUF
 
-GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
                  10: "<Q", 11: "<q", 12: "<d"}
 
@@ -140,9 +143,7 @@ class GgufReader:
 
     def tensor_nbytes(self, name: str) -> int:
         t = self.tensors[name]
-        n = int(np.prod(t["ne"]))
-        return {GGML_F32: 4 * n, GGML_F16: 2 * n, GGML_BF16: 2 * n,
-                GGML_Q8_0: n // 32 * 34, GGML_Q4_0: n // 32 * 18}[t["type"]]
+        return gguf_blocks.nbytes(t["type"], int(np.prod(t["ne"])))
 
     def raw(self, name: str) -> bytes:
         t = self.tensors[name]
@@ -152,28 +153,9 @@ class GgufReader:
     def tensor(self, name: str) -> np.ndarray:
         """Dequantized float32 array in numpy (outermost-first) shape."""
         t = self.tensors[name]
-        data = self.raw(name)
-        kind = t["type"]
-        if kind == GGML_F32:
-            x = np.frombuffer(data, dtype="<f4")
-        elif kind == GGML_F16:
-            x = np.frombuffer(data, dtype="<f2").astype(np.float32)
-        elif kind == GGML_BF16:
-            x = (np.frombuffer(data, dtype="<u2").astype(np.uint32) << np.uint32(16)).view(np.float32)
-        elif kind == GGML_Q8_0:
-            blk = np.frombuffer(data, dtype=np.uint8).reshape(-1, 34)
-            d = blk[:, :2].copy().view("<f2").astype(np.float32)
-            q = blk[:, 2:].view(np.int8).astype(np.float32)
-            x = d * q
-        elif kind == GGML_Q4_0:
-            blk = np.frombuffer(data, dtype=np.uint8).reshape(-1, 18)
-            d = blk[:, :2].copy().view("<f2").astype(np.float32)
-            qs = blk[:, 2:]
-            q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32) - 8.0
-            x = d * q
-        else:
-            raise ValueError(f"{name}: unsupported ggml type {kind}")
-        return np.asarray(x, dtype=np.float32).reshape(t["shape"])
+        if t["type"] not in gguf_blocks.TYPES:
+            raise ValueError(f"{name}: unsupported ggml type {t['type']}")
+        return gguf_blocks.dequantize(t["type"], self.raw(name)).reshape(t["shape"])
 
 
 def unpermute_qk(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -224,6 +206,7 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
                  "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
                  "ffn_down.weight": "mlp.down_proj.weight"}
     out = {}
+    cfg["weight_blocks"] = {}  # HF name -> activation block of a quantized type (forward)
     for name in g.tensors:
         if name == "rope_freqs.weight":
             continue
@@ -233,6 +216,9 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
             _, layer, rest = name.split(".", 2)
             hf = f"model.layers.{layer}.{per_layer[rest]}"
         w = g.tensor(name).astype(np.float64)
+        block = gguf_blocks.TYPES[g.tensors[name]["type"]][1]
+        if block > 1:
+            cfg["weight_blocks"][hf] = block
         if arch == "llama" and (".attn_q." in name or ".attn_k." in name):
             w = unpermute_qk(w, heads if ".attn_q." in name else kv_heads)
         out[hf] = w
@@ -276,9 +262,36 @@ def _rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
-def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
-    """logits [n_tokens, vocab] (float64) at every position of `token_ids`."""
+def quantize_acts(x: np.ndarray, block: int) -> np.ndarray:
+    """A quantized-weight matmul's input as the engine rounds it (src/kernels/matmul.h): the
+    float32 values per token in blocks of `block` (32 for Q8_0-style, 256 for Q8_K-style),
+    d = amax / 127 in float32, q = roundf(x * (1/d)) (halves away from zero); returns q * d."""
+    x32 = x.astype(np.float32).reshape(x.shape[0], -1, block)
+    d = np.abs(x32).max(axis=-1, keepdims=True) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = (x32 * inv).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return (q * d.astype(np.float64)).reshape(x.shape)
+
+
+def forward(cfg: dict, weights: dict, token_ids, positions=None,
+            emulate_engine: bool = False) -> np.ndarray:
+    """logits [n_tokens, vocab] (float64) at every position of `token_ids`.
+
+    emulate_engine: round as the engine does what float64 cannot reproduce by accident -- the
+    8-bit activations of quantized-weight matmuls (cfg["weight_blocks"], from
+    load_gguf_weights: 32-element block types use 32-element activation blocks, 256-element
+    super-block types 256) and the float16 KV cache that quantized GGUF weights get -- and
+    stay float64 otherwise."""
     ids = np.asarray(token_ids, dtype=np.int64)
+    blocks = cfg.get("weight_blocks", {}) if emulate_engine else {}
+
+    def mm(a, name, w=None):
+        w = weights[name] if w is None else w
+        if name in blocks:
+            a = quantize_acts(a, blocks[name])
+        return a @ w.T
+
     n = len(ids)
     H = cfg["hidden_size"]
     nh, nkv = cfg["num_attention_heads"], cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
@@ -306,7 +319,7 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
         h = _rmsnorm(x, weights[p + "input_layernorm.weight"], eps)
 
         def proj(name, rows_heads):
-            y = h @ weights[p + f"self_attn.{name}.weight"].T
+            y = mm(h, p + f"self_attn.{name}.weight")
             b = weights.get(p + f"self_attn.{name}.bias")
             if b is not None:
                 y = y + b
@@ -315,6 +328,9 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
         q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
+        if blocks:
+            k = k.astype(np.float16).astype(np.float64)
+            v = v.astype(np.float16).astype(np.float64)
         k = np.repeat(k, group, axis=1)  # KV head j -> query heads j*group .. j*group+group-1
         v = np.repeat(v, group, axis=1)
         scores = np.einsum("ihd,jhd->hij", q, k) / math.sqrt(d) + mask[None]
@@ -322,16 +338,16 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
         prob = np.exp(scores)
         prob /= prob.sum(axis=-1, keepdims=True)
         att = np.einsum("hij,jhd->ihd", prob, v).reshape(n, nh * d)
-        x = x + att @ weights[p + "self_attn.o_proj.weight"].T
+        x = x + mm(att, p + "self_attn.o_proj.weight")
         h = _rmsnorm(x, weights[p + "post_attention_layernorm.weight"], eps)
-        gate = h @ weights[p + "mlp.gate_proj.weight"].T
-        up = h @ weights[p + "mlp.up_proj.weight"].T
-        x = x + (gate / (1.0 + np.exp(-gate)) * up) @ weights[p + "mlp.down_proj.weight"].T
+        gate = mm(h, p + "mlp.gate_proj.weight")
+        up = mm(h, p + "mlp.up_proj.weight")
+        x = x + mm(gate / (1.0 + np.exp(-gate)) * up, p + "mlp.down_proj.weight")
     x = _rmsnorm(x, weights["model.norm.weight"], eps)
-    head = weights.get("lm_head.weight")
-    if head is None or cfg.get("tie_word_embeddings"):
-        head = weights["model.embed_tokens.weight"]
-    return x @ head.T
+    head_name = "lm_head.weight"
+    if head_name not in weights or cfg.get("tie_word_embeddings"):
+        head_name = "model.embed_tokens.weight"
+    return mm(x, head_name)
 
 
 def load_config(model_dir: str) -> dict:

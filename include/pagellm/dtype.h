@@ -15,6 +15,17 @@ enum class DType : uint8_t {
   kQ8_0,  // blocks of 32: fp16 scale d, then 32 x int8 q; x = d * q            (34 bytes)
   kQ4_0,  // blocks of 32: fp16 scale d, then 16 bytes of nibbles; x = d * (q-8) (18 bytes)
   kI32,   // only for auxiliary tensors, never for matmul weights
+  // GGUF-only types (ggml's block layouts; src/kernels/quant_blocks.h has the structs).
+  kQ4_1,    // 32: fp16 d, m, 16 B nibbles; x = d * q + m                          (20 bytes)
+  kQ5_0,    // 32: fp16 d, 4 B high bits, 16 B nibbles; x = d * (q - 16)           (22 bytes)
+  kQ5_1,    // 32: fp16 d, m, 4 B high bits, 16 B nibbles; x = d * q + m           (24 bytes)
+  kQ2_K,    // 256: 16 x 4+4-bit scale/min, 2-bit q, fp16 d, dmin                 (84 bytes)
+  kQ3_K,    // 256: high-bit mask, 2-bit q, 16 x 6-bit scales, fp16 d             (110 bytes)
+  kQ4_K,    // 256: fp16 d, dmin, 8 x 6-bit scale/min, 4-bit q                   (144 bytes)
+  kQ5_K,    // 256: as Q4_K plus a high-bit plane                                (176 bytes)
+  kQ6_K,    // 256: 4-bit low, 2-bit high, 16 x int8 scales, fp16 d               (210 bytes)
+  kIQ4_NL,  // 32: fp16 d, 16 B nibbles indexing a fixed 16-value int8 table      (18 bytes)
+  kIQ4_XS,  // 256: fp16 d, 8 x 6-bit scales, nibbles into the IQ4_NL table      (136 bytes)
 };
 
 // Storage geometry of a type: a row is a sequence of blocks of block_elems elements stored in
@@ -28,16 +39,26 @@ struct DTypeGeometry {
   int64_t block_bytes = 0;
 };
 inline constexpr DTypeGeometry kDTypeGeometry[] = {
-    {"F32", 1, 4},     // kF32
-    {"F16", 1, 2},     // kF16
-    {"BF16", 1, 2},    // kBF16
-    {"Q8_0", 32, 34},  // kQ8_0
-    {"Q4_0", 32, 18},  // kQ4_0
-    {"I32", 1, 4},     // kI32
+    {"F32", 1, 4},         // kF32
+    {"F16", 1, 2},         // kF16
+    {"BF16", 1, 2},        // kBF16
+    {"Q8_0", 32, 34},      // kQ8_0
+    {"Q4_0", 32, 18},      // kQ4_0
+    {"I32", 1, 4},         // kI32
+    {"Q4_1", 32, 20},      // kQ4_1
+    {"Q5_0", 32, 22},      // kQ5_0
+    {"Q5_1", 32, 24},      // kQ5_1
+    {"Q2_K", 256, 84},     // kQ2_K
+    {"Q3_K", 256, 110},    // kQ3_K
+    {"Q4_K", 256, 144},    // kQ4_K
+    {"Q5_K", 256, 176},    // kQ5_K
+    {"Q6_K", 256, 210},    // kQ6_K
+    {"IQ4_NL", 32, 18},    // kIQ4_NL
+    {"IQ4_XS", 256, 136},  // kIQ4_XS
 };
 inline constexpr int kNumDTypes =
     static_cast<int>(sizeof(kDTypeGeometry) / sizeof(kDTypeGeometry[0]));
-static_assert(static_cast<int>(DType::kI32) + 1 == kNumDTypes, "one geometry row per DType");
+static_assert(static_cast<int>(DType::kIQ4_XS) + 1 == kNumDTypes, "one geometry row per DType");
 
 constexpr const DTypeGeometry& GetDTypeGeometry(DType t) {
   return kDTypeGeometry[static_cast<int>(t)];
@@ -54,7 +75,7 @@ constexpr int64_t DTypeBlockBytes(DType t) {
 constexpr int64_t DTypeRowBytes(DType t, int64_t n) {
   return n / DTypeBlockElems(t) * DTypeBlockBytes(t);
 }
-// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32"
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32", "Q4_1", ..., "IQ4_XS"
 constexpr std::string_view DTypeName(DType t) {
   return GetDTypeGeometry(t).name;
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/weight_format.h"
 #include "pagellm/check.h"
@@ -70,14 +71,28 @@ bool LevelSupported(SimdLevel level) {
 Plan MakePlan(SimdLevel level, const WeightFormat& f) {
   namespace ki = kernels_internal;
   const bool quant = f.matmul == MatMulFamily::kInt8Dot;
-  if (quant && level == SimdLevel::kAvx512 && !GetCpuFeatures().avx512_vnni) {
-    level = SimdLevel::kAvx2;  // no vpdpbusd: the AVX2 quant kernels give identical results
+  const bool decode = f.matmul == MatMulFamily::kInt8Decode;
+  if ((quant || decode) && level == SimdLevel::kAvx512 && !GetCpuFeatures().avx512_vnni) {
+    level = SimdLevel::kAvx2;  // no VNNI: the AVX2 integer kernels give identical results
   }
-  // One activation quantization exists (Q8 blocks of 32); a super-block format's would pick
-  // its own preparation here.
   CHECK(!quant || f.act_quant == ActQuant::kQ8Block32) << f.name;
   Plan p;
   p.block = f.kernels->block[static_cast<int>(level)];
+  if (decode) {
+    // Rows are decoded one at a time and swept by every token of the block (the kernels'
+    // own loops): no register tiles to align to.
+    if (f.act_quant == ActQuant::kQ8Block256) {
+      p.prepare = ki::PrepareQ8KActs;
+    } else {
+      CHECK(f.act_quant == ActQuant::kQ8Block32) << f.name;
+      p.prepare = level == SimdLevel::kAvx512 ? ki::avx512::PrepareQuantActs
+                  : level == SimdLevel::kAvx2 ? ki::avx2::PrepareQuantActs
+                                              : ki::scalar::PrepareQuantActs;
+    }
+    p.row_tile = 4;
+    p.token_tile = 1;
+    return p;
+  }
   switch (level) {
     case SimdLevel::kAvx512:
       if (!quant) {
@@ -149,7 +164,7 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   if (n_tokens == 0 || total_rows == 0) return;
   CHECK_GT(w0.cols, 0);
   CHECK(x != nullptr);
-  const bool quant = format.matmul == MatMulFamily::kInt8Dot;
+  const bool quant = format.matmul != MatMulFamily::kFloat;
   CHECK_EQ(w0.cols % format.block_elems, 0) << "rows are whole blocks of " << format.block_elems;
 
   const Plan plan = MakePlan(level, format);
@@ -165,7 +180,9 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
 
   int64_t act_bytes_per_token = w0.cols * static_cast<int64_t>(sizeof(float));
   if (quant) {
-    act_bytes_per_token = kernels_internal::QuantActsBytes(w0.cols);
+    act_bytes_per_token = format.act_quant == ActQuant::kQ8Block256
+                              ? kernels_internal::GetQ8KActsLayout(w0.cols).bytes
+                              : kernels_internal::QuantActsBytes(w0.cols);
     uint8_t* qx = ActivationScratch(n_tokens * act_bytes_per_token);
     auto prepare = [&](int64_t t0, int64_t t1) {
       for (int64_t t = t0; t < t1; ++t) {

@@ -17,6 +17,19 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 // n % 32 == 0; x = d * q (Q8_0), x = d * (q - 8) (Q4_0), exact in fp32.
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
+// Reference dequantizers of the GGUF-only types (dequantize_blocks.cc): n elements of a row of
+// whole blocks (32 for Q4_1 / Q5_0 / Q5_1 / IQ4_NL, 256 for the K-quants and IQ4_XS), values
+// bitwise equal to ggml's.
+void DequantizeRowQ4_1(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ5_0(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ5_1(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowIQ4_NL(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ2_K(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ3_K(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ4_K(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ5_K(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowQ6_K(const uint8_t* x, float* y, int64_t n);
+void DequantizeRowIQ4_XS(const uint8_t* x, float* y, int64_t n);
 
 // Writes DTypeRowBytes(t, n) bytes of row storage for any type with a quantizer in the weight
 // format table (kernels/weight_format.h: F32/F16/BF16/Q8_0/Q4_0).

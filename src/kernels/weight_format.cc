@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quantize.h"
@@ -74,6 +75,11 @@ constexpr ki::MatMulKernels kInt8DotKernels = {{ki::scalar::MatMulQuantBlock<kTy
                                                 ki::avx2::MatMulQuantBlock<kType>,
                                                 ki::avx512::MatMulQuantBlock<kType>}};
 
+template <DType kType>
+constexpr ki::MatMulKernels kDecodeKernels = {{ki::scalar::MatMulDecodeBlock<kType>,
+                                               ki::avx2::MatMulDecodeBlock<kType>,
+                                               ki::avx512::MatMulDecodeBlock<kType>}};
+
 // A row: geometry from the DType's row, the rest filled in by `fill`.
 template <typename Fill>
 constexpr WeightFormat Row(DType t, Fill fill) {
@@ -84,6 +90,22 @@ constexpr WeightFormat Row(DType t, Fill fill) {
   f.block_bytes = DTypeBlockBytes(t);
   fill(f);
   return f;
+}
+
+// The GGUF-only types: read from files (no quantizer), decoding kernels, elements read with
+// memcpy (any alignment).
+template <DType kType>
+constexpr WeightFormat DecodeRow(int ggml_type, DequantizeRowFn dequantize) {
+  return Row(kType, [&](WeightFormat& f) {
+    f.ggml_type = ggml_type;
+    f.dequantize = dequantize;
+    f.matmul = MatMulFamily::kInt8Decode;
+    const bool super = DTypeBlockElems(kType) == 256;
+    f.act_quant = super ? ActQuant::kQ8Block256 : ActQuant::kQ8Block32;
+    f.act_code_offset = super ? 0 : -1;
+    f.kernels = &kDecodeKernels<kType>;
+    f.bind = BindInPlace;
+  });
 }
 
 // Indexed by DType. Alignment: fp32 elements 4 bytes; fp16 halves and the fp16 scale that
@@ -157,6 +179,16 @@ constexpr WeightFormat kFormats[] = {
         }),
     // Auxiliary tensors only: geometry for the readers, no conversions or kernels.
     Row(DType::kI32, [](WeightFormat& f) { f.align = 4; }),
+    DecodeRow<DType::kQ4_1>(3, DequantizeRowQ4_1),
+    DecodeRow<DType::kQ5_0>(6, DequantizeRowQ5_0),
+    DecodeRow<DType::kQ5_1>(7, DequantizeRowQ5_1),
+    DecodeRow<DType::kQ2_K>(10, DequantizeRowQ2_K),
+    DecodeRow<DType::kQ3_K>(11, DequantizeRowQ3_K),
+    DecodeRow<DType::kQ4_K>(12, DequantizeRowQ4_K),
+    DecodeRow<DType::kQ5_K>(13, DequantizeRowQ5_K),
+    DecodeRow<DType::kQ6_K>(14, DequantizeRowQ6_K),
+    DecodeRow<DType::kIQ4_NL>(20, DequantizeRowIQ4_NL),
+    DecodeRow<DType::kIQ4_XS>(23, DequantizeRowIQ4_XS),
 };
 static_assert(sizeof(kFormats) / sizeof(kFormats[0]) == kNumDTypes, "one row per DType");
 

@@ -45,13 +45,17 @@ enum class MatMulFamily : uint8_t {
   kNone,     // not a matmul weight (I32 auxiliary tensors)
   kFloat,    // weights widened to fp32 (exact), fp32 FMA over fp32 activations
   kInt8Dot,  // exact int32 block dot products with activations quantized per act_quant
+  // The GGUF-only block types: each row decoded to int8 codes and integer sub-block scales,
+  // then exact int32 dot products with activations quantized per act_quant
+  // (matmul_decode_internal.h).
+  kInt8Decode,
 };
 
 // How the activations of an integer matmul are quantized (matmul_internal.h, QuantActs).
 enum class ActQuant : uint8_t {
-  kNone,       // fp32 activations (MatMulFamily::kFloat)
-  kQ8Block32,  // Q8_0-style: per token, blocks of 32, fp32 d = amax / 127, int8 q, bias -c*sum q
-  // A super-block format (Q4_K) adds a Q8_K-style entry: blocks of 256 with per-16 sums.
+  kNone,        // fp32 activations (MatMulFamily::kFloat)
+  kQ8Block32,   // Q8_0-style: per token, blocks of 32, fp32 d = amax / 127, int8 q, bias -c*sum q
+  kQ8Block256,  // Q8_K-style: per token, blocks of 256, fp32 d = amax / 127, int8 q, per-16 sums
 };
 
 // The copy of a format's matrices that the AVX-512 kernels stream (packed_weights.h).
@@ -91,7 +95,8 @@ struct WeightFormat {
   MatMulFamily matmul = MatMulFamily::kNone;
   ActQuant act_quant = ActQuant::kNone;
   // kInt8Dot: c of the unsigned weight code u = w + c the VNNI kernels multiply (Q4_0: 8,
-  // Q8_0: 128); PrepareQuantActs folds -c * sum(q) into each activation block.
+  // Q8_0: 128); PrepareQuantActs folds -c * sum(q) into each activation block. kInt8Decode
+  // with kQ8Block32: -1, so that the bias field is the block's +sum(q) (the min term).
   int32_t act_code_offset = 0;
   const kernels_internal::MatMulKernels* kernels = nullptr;  // block kernels per SIMD level
   PackedLayout packed = PackedLayout::kNone;

@@ -19,8 +19,11 @@ namespace {
 using testing_util::AvailableLevels;
 using testing_util::RandomVector;
 
-constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                DType::kQ8_0, DType::kQ4_0, DType::kI32};
+constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,
+                                DType::kQ4_0, DType::kI32,  DType::kQ4_1,   DType::kQ5_0,
+                                DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,
+                                DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+static_assert(sizeof(kAllDTypes) / sizeof(kAllDTypes[0]) == kNumDTypes);
 
 TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
   for (DType t : kAllDTypes) {
@@ -37,13 +40,14 @@ TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
       EXPECT_EQ(FindWeightFormatBySafetensorsDtype(f.safetensors_dtype), &f);
     }
     if (f.matmul == MatMulFamily::kNone) continue;
-    // A matmul format converts both ways, binds, and has a kernel at every level.
+    // A matmul format dequantizes, binds, and has a kernel at every level; all but the
+    // GGUF-only decoding formats (read from files, never written) also quantize.
     EXPECT_NE(f.dequantize, nullptr) << f.name;
-    EXPECT_NE(f.quantize, nullptr) << f.name;
+    EXPECT_EQ(f.quantize != nullptr, f.matmul != MatMulFamily::kInt8Decode) << f.name;
     EXPECT_NE(f.bind, nullptr) << f.name;
     ASSERT_NE(f.kernels, nullptr) << f.name;
     for (auto* fn : f.kernels->block) EXPECT_NE(fn, nullptr) << f.name;
-    EXPECT_EQ(f.matmul == MatMulFamily::kInt8Dot, f.act_quant != ActQuant::kNone) << f.name;
+    EXPECT_EQ(f.matmul != MatMulFamily::kFloat, f.act_quant != ActQuant::kNone) << f.name;
     EXPECT_EQ(f.packed != PackedLayout::kNone, f.pack != nullptr) << f.name;
     EXPECT_EQ(f.packed != PackedLayout::kNone, f.packed_bytes != nullptr) << f.name;
     EXPECT_TRUE(IsMatMulWeightType(t));
@@ -55,7 +59,11 @@ TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
   EXPECT_EQ(FindWeightFormatByGgmlType(2)->dtype, DType::kQ4_0);
   EXPECT_EQ(FindWeightFormatByGgmlType(8)->dtype, DType::kQ8_0);
   EXPECT_EQ(FindWeightFormatByGgmlType(30)->dtype, DType::kBF16);
-  EXPECT_EQ(FindWeightFormatByGgmlType(12), nullptr);  // Q4_K
+  EXPECT_EQ(FindWeightFormatByGgmlType(12)->dtype, DType::kQ4_K);
+  EXPECT_EQ(FindWeightFormatByGgmlType(14)->dtype, DType::kQ6_K);
+  EXPECT_EQ(FindWeightFormatByGgmlType(23)->dtype, DType::kIQ4_XS);
+  EXPECT_EQ(FindWeightFormatByGgmlType(16), nullptr);  // IQ2_XXS
+  EXPECT_EQ(FindWeightFormatByGgmlType(15), nullptr);  // Q8_K (activations only in ggml)
   EXPECT_EQ(FindWeightFormatBySafetensorsDtype("I32"), nullptr);
   EXPECT_EQ(FindWeightFormatBySafetensorsDtype("Q4_0"), nullptr);
 }

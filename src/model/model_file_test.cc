@@ -307,9 +307,9 @@ TEST(GgufFile, BadOffsets) {
 
 TEST(GgufFile, UnsupportedTensorTypesAreNamed) {
   GgufBuilder b;
-  b.AddTensor("blk.0.attn_q.weight", {256, 2}, testing::kGgmlQ4_K);
+  b.AddTensor("blk.0.attn_q.weight", {256, 2}, testing::kGgmlIQ2_XXS, std::string(132, '\0'));
   ExpectError(ParseGguf(Bytes(b.Build())), StatusCode::kUnimplemented,
-              {"unsupported tensor type", "Q4_K", "'blk.0.attn_q.weight'", kGguf});
+              {"unsupported tensor type", "IQ2_XXS", "'blk.0.attn_q.weight'", kGguf});
   GgufBuilder u;
   u.AddTensor("t", {32}, 200, std::string(128, '\0'));
   ExpectError(ParseGguf(Bytes(u.Build())), StatusCode::kUnimplemented,
@@ -328,6 +328,40 @@ TEST(GgufFile, SupportedTensorTypes) {
   EXPECT_EQ((*r)->FindTensor("bf16")->dtype, DType::kBF16);
   EXPECT_EQ((*r)->FindTensor("q4")->dtype, DType::kQ4_0);
   EXPECT_EQ((*r)->FindTensor("q4")->nbytes, 3u * 2 * 18);
+
+  // The GGUF-only block types: ggml id -> DType, bytes at the block geometry.
+  const struct {
+    uint32_t id;
+    DType dtype;
+    uint64_t block_elems, block_bytes;
+  } kBlockTypes[] = {{3, DType::kQ4_1, 32, 20},    {6, DType::kQ5_0, 32, 22},
+                     {7, DType::kQ5_1, 32, 24},    {10, DType::kQ2_K, 256, 84},
+                     {11, DType::kQ3_K, 256, 110}, {12, DType::kQ4_K, 256, 144},
+                     {13, DType::kQ5_K, 256, 176}, {14, DType::kQ6_K, 256, 210},
+                     {20, DType::kIQ4_NL, 32, 18}, {23, DType::kIQ4_XS, 256, 136}};
+  for (const auto& t : kBlockTypes) {
+    GgufBuilder k;
+    k.AddTensor("w", {2 * t.block_elems, 3}, t.id, std::string(6 * t.block_bytes, '\x11'));
+    const auto kb = Bytes(k.Build());
+    auto kr = ParseGguf(kb);
+    ASSERT_TRUE(kr.ok()) << t.id << ": " << kr.status().ToString();
+    EXPECT_EQ((*kr)->FindTensor("w")->dtype, t.dtype);
+    EXPECT_EQ((*kr)->FindTensor("w")->nbytes, 6 * t.block_bytes) << DTypeName(t.dtype);
+  }
+}
+
+// Super-block types: a row that is not whole 256-element blocks, and data cut short, are
+// errors naming the file and tensor.
+TEST(GgufFile, SuperBlockRowsAndTruncationAreNamed) {
+  GgufBuilder r;
+  r.AddTensor("blk.0.ffn_down.weight", {384, 2}, testing::kGgmlQ4_K, std::string(288, '\0'));
+  ExpectError(ParseGguf(Bytes(r.Build())), StatusCode::kDataLoss,
+              {kGguf, "'blk.0.ffn_down.weight'", "multiple of the Q4_K block size 256"});
+  GgufBuilder t;
+  t.AddTensor("output.weight", {512, 4}, testing::kGgmlQ6_K);
+  const std::string s = t.Build();
+  ExpectError(ParseGguf(Bytes(s, s.size() - 7)), StatusCode::kDataLoss,
+              {kGguf, "tensor 'output.weight'", "beyond end of file"});
 }
 
 TEST(GgufFile, Alignment) {

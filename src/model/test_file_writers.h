@@ -65,6 +65,8 @@ enum : uint32_t {
   kGgmlQ4_0 = 2,
   kGgmlQ8_0 = 8,
   kGgmlQ4_K = 12,
+  kGgmlQ6_K = 14,
+  kGgmlIQ2_XXS = 16,  // a type the engine does not load
   kGgmlBF16 = 30,
 };
 
@@ -80,6 +82,8 @@ inline uint64_t GgmlBytes(uint32_t type, uint64_t n) {
       return n / 32 * 18;
     case kGgmlQ4_K:
       return n / 256 * 144;
+    case kGgmlQ6_K:
+      return n / 256 * 210;
     default:
       return 4 * n;
   }

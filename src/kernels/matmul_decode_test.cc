@@ -1,0 +1,150 @@
+// The decoding MatMul family (Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS) on random blocks:
+// every SIMD level equals the scalar reference bit for bit, results are batch- and
+// thread-invariant, and they approximate float64 math over the reference dequantization within
+// the activation-rounding bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/half.h"
+#include "base/thread_pool.h"
+#include "kernels/kernels_test_util.h"
+#include "kernels/matmul.h"
+
+namespace pagellm {
+namespace {
+
+using testing_util::AvailableLevels;
+using testing_util::Dequantized;
+using testing_util::OwnedWeights;
+using testing_util::RandomVector;
+
+constexpr DType kDecodeTypes[] = {DType::kQ4_1, DType::kQ5_0,  DType::kQ5_1, DType::kIQ4_NL,
+                                  DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
+                                  DType::kQ6_K, DType::kIQ4_XS};
+
+// Byte offsets of the fp16 fields of a block (ggml's layouts): the scale d first, a min second
+// where the format has one.
+std::vector<int> HalfFields(DType t) {
+  switch (t) {
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return {0, 2};
+    case DType::kQ2_K:
+      return {80, 82};
+    case DType::kQ3_K:
+      return {108};
+    case DType::kQ6_K:
+      return {208};
+    default:  // Q5_0, IQ4_NL, IQ4_XS
+      return {0};
+  }
+}
+
+// Random code and scale bytes with finite fp16 scales of about 1e-3 (mins positive).
+OwnedWeights RandomBlocks(std::mt19937& rng, DType t, int64_t rows, int64_t cols) {
+  OwnedWeights o;
+  o.w.dtype = t;
+  o.w.rows = rows;
+  o.w.cols = cols;
+  o.bytes.resize(static_cast<size_t>(o.w.nbytes()));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : o.bytes) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> mag(0.2e-3f, 2e-3f);
+  const std::vector<int> fields = HalfFields(t);
+  const int64_t bb = DTypeBlockBytes(t);
+  for (int64_t blk = 0; blk < o.w.nbytes() / bb; ++blk) {
+    for (size_t f = 0; f < fields.size(); ++f) {
+      const float v = f == 0 && byte(rng) < 128 ? -mag(rng) : mag(rng);
+      const uint16_t h = F32ToF16(v);
+      std::memcpy(o.bytes.data() + blk * bb + fields[f], &h, 2);
+    }
+  }
+  o.w.data = o.bytes.data();
+  return o;
+}
+
+std::vector<float> RunAt(SimdLevel level, const WeightMatrix& w, const std::vector<float>& x,
+                         int64_t n, ThreadPool* pool) {
+  std::vector<float> y(n * w.rows, -12345.0f);
+  MatMulAtLevel(level, w, x.data(), n, y.data(), pool);
+  return y;
+}
+
+bool SameBits(float a, float b) {
+  return std::memcmp(&a, &b, 4) == 0;
+}
+
+TEST(MatMulDecodeTest, EveryLevelEqualsScalarAndIsBatchInvariant) {
+  std::mt19937 rng(17);
+  ThreadPool pool(3);
+  for (DType t : kDecodeTypes) {
+    const int64_t blk = DTypeBlockElems(t);
+    for (int64_t cols : std::vector<int64_t>{blk, 2 * blk, 3 * blk, 9 * blk, 2048}) {
+      if (cols % blk != 0) continue;
+      const int64_t rows = 37, n = 19;
+      OwnedWeights ow = RandomBlocks(rng, t, rows, cols);
+      const std::vector<float> x = RandomVector(rng, n * cols);
+      const std::vector<float> ref = RunAt(SimdLevel::kScalar, ow.w, x, n, nullptr);
+      for (SimdLevel level : AvailableLevels()) {
+        const std::vector<float> y = RunAt(level, ow.w, x, n, &pool);
+        for (int64_t tok = 0; tok < n; ++tok) {
+          // Token tok alone, single-threaded, must give the same bits as within the batch.
+          const std::vector<float> xt(x.begin() + tok * cols, x.begin() + (tok + 1) * cols);
+          const std::vector<float> y1 = RunAt(level, ow.w, xt, 1, nullptr);
+          for (int64_t r = 0; r < rows; ++r) {
+            ASSERT_TRUE(SameBits(y[tok * rows + r], ref[tok * rows + r]))
+                << DTypeName(t) << " " << SimdLevelName(level) << " cols " << cols << " tok " << tok
+                << " row " << r << ": " << y[tok * rows + r] << " vs " << ref[tok * rows + r];
+            ASSERT_TRUE(SameBits(y1[r], y[tok * rows + r]))
+                << DTypeName(t) << " " << SimdLevelName(level) << " batch of 1, row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Against float64 math over the reference dequantization and the unquantized activations:
+// rounding each activation block (32 or 256 elements) moves x by at most d_x / 2, so
+// |err| <= sum over blocks of d_x / 2 * sum |w| (2% slack) plus fp32 accumulation.
+TEST(MatMulDecodeTest, CloseToDequantizedFloat64) {
+  std::mt19937 rng(18);
+  for (DType t : kDecodeTypes) {
+    const int64_t rows = 23, cols = 1024, n = 3;
+    const int64_t ablk = DTypeBlockElems(t) == 256 ? 256 : 32;
+    OwnedWeights ow = RandomBlocks(rng, t, rows, cols);
+    const std::vector<float> wf = Dequantized(ow.w);
+    const std::vector<float> x = RandomVector(rng, n * cols);
+    for (SimdLevel level : AvailableLevels()) {
+      const std::vector<float> y = RunAt(level, ow.w, x, n, nullptr);
+      for (int64_t tok = 0; tok < n; ++tok) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double exact = 0.0, bound = 0.0, mag = 0.0;
+          for (int64_t b = 0; b < cols / ablk; ++b) {
+            double amax = 0.0, wsum = 0.0;
+            for (int64_t i = 0; i < ablk; ++i) {
+              const int64_t k = ablk * b + i;
+              const double p = static_cast<double>(wf[r * cols + k]) * x[tok * cols + k];
+              exact += p;
+              mag += std::fabs(p);
+              amax = std::max(amax, std::fabs(static_cast<double>(x[tok * cols + k])));
+              wsum += std::fabs(wf[r * cols + k]);
+            }
+            bound += amax / 127.0 / 2.0 * 1.02 * wsum;
+          }
+          EXPECT_NEAR(y[tok * rows + r], exact, bound + 1e-5 * mag)
+              << DTypeName(t) << " " << SimdLevelName(level) << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagellm
