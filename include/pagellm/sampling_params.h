@@ -11,6 +11,25 @@
 
 namespace pagellm {
 
+// A constraint on the generated text (vLLM's StructuredOutputsParams; OpenAI's response_format
+// and llama.cpp's grammar / json_schema map onto it). Enforced by token masks from the grammar
+// engine (src/grammar/); see docs/STRUCTURED_OUTPUTS.md.
+struct StructuredOutputs {
+  enum class Kind : uint8_t {
+    kJson,        // `spec` is a JSON Schema (JSON text)
+    kJsonObject,  // any JSON object
+    kRegex,       // `spec` is a regular expression the whole output matches
+    kChoice,      // the output is exactly one of `choice`
+    kGrammar,     // `spec` is a GBNF grammar (llama.cpp's format)
+  };
+  Kind kind = Kind::kJsonObject;
+  std::string spec;
+  std::vector<std::string> choice;
+  // JSON kinds: a regex for the whitespace allowed between JSON tokens (default: bounded).
+  std::optional<std::string> whitespace_pattern;
+  bool operator==(const StructuredOutputs&) const = default;
+};
+
 struct SamplingParams {
   int n = 1;
   float temperature = 1.0f;         // 0 = greedy
@@ -31,6 +50,7 @@ struct SamplingParams {
   bool include_stop_str_in_output = false;
   bool skip_special_tokens = true;
   std::vector<std::pair<int32_t, float>> logit_bias;
+  std::optional<StructuredOutputs> structured_outputs;
 
   // vLLM's --max-logprobs default: the most `logprobs` / `prompt_logprobs` a request may ask
   // for. -1 means "no limit" (the whole vocabulary).

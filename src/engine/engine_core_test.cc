@@ -48,6 +48,10 @@ class CharTokenizer : public Tokenizer {
     return text;
   }
   int32_t vocab_size() const override { return kVocab; }
+  std::optional<std::string> TokenBytes(int32_t id) const override {
+    if (id < 2 || id >= kVocab) return std::nullopt;
+    return std::string(1, kChars[id - 2]);
+  }
   std::string IdToPiece(int32_t id) const override {
     if (id == kBos) return "<s>";
     if (id == kEos) return "</s>";

@@ -104,6 +104,14 @@ void ByteLevelBpeTokenizer::AppendTokenBytes(int32_t id, std::string* out) const
   }
 }
 
+std::optional<std::string> ByteLevelBpeTokenizer::TokenBytes(int32_t id) const {
+  if (!vocab_.Contains(id) || vocab_.IsSpecial(id) || vocab_.kind(id) == TokenKind::kUnused)
+    return std::nullopt;
+  std::string bytes;
+  AppendTokenBytes(id, &bytes);
+  return bytes;
+}
+
 std::string ByteLevelBpeTokenizer::Decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string bytes;
   for (int32_t id : ids) {

@@ -30,6 +30,7 @@ class ByteLevelBpeTokenizer : public BaseTokenizer {
       const Options& options);
 
   std::string Decode(std::span<const int32_t> ids, bool skip_special) const override;
+  std::optional<std::string> TokenBytes(int32_t id) const override;
 
   // GPT-2's byte alphabet: the code point that spells byte `b`, and its inverse (-1 if the
   // code point spells no byte).

@@ -34,6 +34,27 @@ int SpmStyleTokenizer::ParseBytePiece(std::string_view piece) {
   return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
 }
 
+std::optional<std::string> SpmStyleTokenizer::TokenBytes(int32_t id) const {
+  if (!vocab_.Contains(id)) return std::nullopt;
+  const std::string& piece = vocab_.piece(id);
+  switch (vocab_.kind(id)) {
+    case TokenKind::kControl:
+    case TokenKind::kUnknown:
+    case TokenKind::kUnused:
+      return std::nullopt;
+    case TokenKind::kByte: {
+      const int b = ParseBytePiece(piece);
+      if (b < 0) return std::nullopt;
+      return std::string(1, static_cast<char>(b));
+    }
+    default: {
+      std::string bytes;
+      AppendUnescaped(piece, &bytes);
+      return bytes;
+    }
+  }
+}
+
 std::string SpmStyleTokenizer::DecodeImpl(std::span<const int32_t> ids, bool skip_special,
                                           bool at_text_start) const {
   std::string bytes;

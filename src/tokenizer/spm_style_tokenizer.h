@@ -23,6 +23,8 @@ class SpmStyleTokenizer : public BaseTokenizer {
     return DecodeImpl(ids, skip_special, /*at_text_start=*/false);
   }
 
+  std::optional<std::string> TokenBytes(int32_t id) const override;
+
   // Whether encoding prepends "▁" to the text; if so decoding drops the first piece's leading
   // space again. Rule for decoding: only the first piece that is not special (control or
   // unknown) loses it; special tokens are written verbatim unless skipped.

@@ -49,6 +49,11 @@ class Tokenizer {
   virtual std::string IdToPiece(int32_t id) const = 0;
   virtual std::optional<int32_t> PieceToId(std::string_view piece) const = 0;
   virtual bool IsSpecial(int32_t id) const = 0;
+  // The bytes token `id` stands for inside generated text, for the grammar engine's token
+  // masks: byte-level pieces mapped back through the byte alphabet; SentencePiece pieces with
+  // "▁" as a space and <0xNN> as that byte. nullopt for ids that are not text (control,
+  // unknown and unused tokens, ids outside the vocabulary).
+  virtual std::optional<std::string> TokenBytes(int32_t id) const = 0;
 
   int32_t bos_id() const { return bos_id_; }  // -1 if none
   int32_t eos_id() const { return eos_id_; }  // -1 if none
