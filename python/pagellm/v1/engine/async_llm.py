@@ -111,8 +111,11 @@ class AsyncLLM:
             raise RuntimeError("AsyncLLM has been shut down")
         if lora_request is not None:
             raise NotImplementedError("LoRA adapters are not supported by pagellm yet")
-        if kwargs:
-            raise TypeError(f"generate() got unexpected keyword arguments {sorted(kwargs)}")
+        for name, value in kwargs.items():
+            if name not in ("tokenization_kwargs", "trace_headers", "data_parallel_rank"):
+                raise TypeError(f"generate() got an unexpected keyword argument {name!r}")
+            if value is not None:
+                raise NotImplementedError(f"generate({name}=...) is not supported by pagellm")
         if not isinstance(sampling_params, SamplingParams):
             raise TypeError("sampling_params must be a SamplingParams")
         if not isinstance(request_id, str):
