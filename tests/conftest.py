@@ -6,6 +6,8 @@ Environment:
   PAGELLM_BINARY      path to the built pagellm binary; tests that run it skip when unset/missing
   PAGELLM_SHARED_DIR  test assets (default ../shared next to the repo); tests skip when absent
   PAGELLM_TMP         scratch directory for generated models (default: pytest's tmp_path)
+  PAGELLM_PYTHONPATH  build/python: where the built Python package `pagellm` is laid out; the
+                      Python-package tests skip when unset
 """
 
 import os
@@ -51,3 +53,21 @@ def scratch_dir(tmp_path_factory):
         os.makedirs(base, exist_ok=True)
         return tempfile.mkdtemp(prefix="pytest-", dir=base)
     return str(tmp_path_factory.mktemp("pagellm"))
+
+
+@pytest.fixture(scope="session")
+def pagellm_module():
+    """The built Python package (build/python/pagellm), imported."""
+    path = os.environ.get("PAGELLM_PYTHONPATH")
+    if not path:
+        pytest.skip("PAGELLM_PYTHONPATH is not set (the Python package is not built)")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    import pagellm
+
+    return pagellm
+
+
+@pytest.fixture(scope="session")
+def stories_model(shared_dir):
+    return os.path.join(shared_dir, "models", "stories260K")

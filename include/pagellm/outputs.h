@@ -11,6 +11,8 @@ namespace pagellm {
 struct TokenLogprobEntry {
   int32_t token_id = 0;
   float logprob = 0;
+  // 1-based rank of token_id among the vocabulary's logprobs (vLLM's Logprob.rank).
+  int32_t rank = 0;
   // Top-N alternatives (including the chosen token when it is among them), best first.
   std::vector<std::pair<int32_t, float>> top;
 };

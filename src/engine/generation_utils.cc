@@ -9,6 +9,7 @@ TokenLogprobEntry ToLogprobEntry(const SampleResult& s) {
   TokenLogprobEntry e;
   e.token_id = s.token;
   e.logprob = s.logprob.value_or(0.0f);
+  e.rank = s.rank;
   for (const TokenLogprob& t : s.top_logprobs) e.top.emplace_back(t.id, t.logprob);
   return e;
 }

@@ -11,15 +11,25 @@ StatusOr<std::unique_ptr<LLM>> LLM::Create(const EngineConfig& config) {
   return std::unique_ptr<LLM>(new LLM(std::move(core)));
 }
 
-std::vector<int32_t> LLM::Tokenize(const std::string& text) const {
-  const Tokenizer& tok = core_->tokenizer();
+std::vector<int32_t> TokenizePrompt(const Tokenizer& tok, const std::string& text) {
   std::vector<int32_t> ids = tok.Encode(text, /*add_special=*/true, /*parse_special=*/false);
   if (ids.empty() && tok.bos_id() >= 0) ids.push_back(tok.bos_id());
   return ids;
 }
 
+std::vector<int32_t> LLM::Tokenize(const std::string& text) const {
+  return TokenizePrompt(core_->tokenizer(), text);
+}
+
+Status LLM::AbortAll(const std::vector<std::string>& ids) {
+  for (const std::string& id : ids) core_->Abort(id);
+  while (core_->HasUnfinishedRequests()) RETURN_IF_ERROR(core_->Step().status());
+  return Status::Ok();
+}
+
 StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput>& prompts,
-                                                   const std::vector<SamplingParams>& params) {
+                                                   const std::vector<SamplingParams>& params,
+                                                   const StepHook& on_step) {
   if (params.size() != 1 && params.size() != prompts.size())
     return InvalidArgumentError("params must have one entry or one per prompt");
   std::vector<RequestOutput> results(prompts.size());
@@ -46,12 +56,22 @@ StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput
       r.outputs[k].index = k;
       Status st = core_->AddRequest(er);
       if (!st.ok()) {
-        for (const std::string& id : submitted) core_->Abort(id);
-        while (core_->HasUnfinishedRequests()) RETURN_IF_ERROR(core_->Step().status());
+        RETURN_IF_ERROR(AbortAll(submitted));
         return st.WithContext(fmt::format("prompt {}", i));
       }
       owner.emplace(er.request_id, std::make_pair(i, k));
       submitted.push_back(er.request_id);
+    }
+  }
+  GenerateProgress progress;
+  progress.num_prompts = static_cast<int64_t>(prompts.size());
+  std::vector<int> samples_left(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i)
+    samples_left[i] = static_cast<int>(results[i].outputs.size());
+  if (on_step) {
+    if (Status st = on_step(progress); !st.ok()) {
+      RETURN_IF_ERROR(AbortAll(submitted));
+      return st;
     }
   }
   while (core_->HasUnfinishedRequests()) {
@@ -70,6 +90,19 @@ StatusOr<std::vector<RequestOutput>> LLM::Generate(const std::vector<PromptInput
         c.finish_reason = FinishReasonName(o.finish_reason);
         c.stop_reason = o.stop_reason;
         r.num_cached_tokens = o.num_cached_tokens;
+        if (--samples_left[it->second.first] == 0) {
+          ++progress.prompts_finished;
+          progress.prompt_tokens += static_cast<int64_t>(r.prompt_token_ids.size()) *
+                                    static_cast<int64_t>(r.outputs.size());
+          for (const CompletionOutput& done : r.outputs)
+            progress.output_tokens += static_cast<int64_t>(done.token_ids.size());
+        }
+      }
+    }
+    if (on_step) {
+      if (Status st = on_step(progress); !st.ok()) {
+        RETURN_IF_ERROR(AbortAll(submitted));
+        return st;
       }
     }
   }

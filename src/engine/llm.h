@@ -3,6 +3,7 @@
 // served with continuous batching on the caller's thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,22 +24,42 @@ struct PromptInput {
   std::optional<std::string> cache_salt;
 };
 
+// What Generate() has finished so far, counted as vLLM's progress bar counts: a prompt is
+// finished when all n of its samples are.
+struct GenerateProgress {
+  int64_t num_prompts = 0;
+  int64_t prompts_finished = 0;
+  int64_t prompt_tokens = 0;  // prompt tokens of the finished prompts (x n, as vLLM)
+  int64_t output_tokens = 0;  // generated tokens of the finished prompts
+};
+
+// Tokenizes a text prompt as the server does for completions: BOS added per the tokenizer
+// config; an empty prompt becomes BOS alone.
+std::vector<int32_t> TokenizePrompt(const Tokenizer& tokenizer, const std::string& text);
+
 class LLM {
  public:
+  // Called after every engine step (and once before the first). A non-OK status stops the
+  // call: every request of it is aborted, stepped out of the engine (its KV blocks freed), and
+  // Generate returns that status.
+  using StepHook = std::function<Status(const GenerateProgress&)>;
+
   static StatusOr<std::unique_ptr<LLM>> Create(const EngineConfig& config);
 
   // `params` has one entry for all prompts or one per prompt. n > 1 fans out into n
   // independent samples (child i uses seed + i when a seed is set).
   StatusOr<std::vector<RequestOutput>> Generate(const std::vector<PromptInput>& prompts,
-                                                const std::vector<SamplingParams>& params);
-  // Tokenizes as the server does for completions: BOS added per the tokenizer config; an empty
-  // prompt becomes BOS alone.
+                                                const std::vector<SamplingParams>& params,
+                                                const StepHook& on_step = nullptr);
+  // TokenizePrompt with this engine's tokenizer.
   std::vector<int32_t> Tokenize(const std::string& text) const;
 
   EngineCore& core() { return *core_; }
 
  private:
   explicit LLM(std::unique_ptr<EngineCore> core) : core_(std::move(core)) {}
+  // Aborts `ids` and steps until the engine has no unfinished request (their blocks freed).
+  Status AbortAll(const std::vector<std::string>& ids);
   std::unique_ptr<EngineCore> core_;
   uint64_t next_id_ = 0;
 };

@@ -1,0 +1,1 @@
+"""Engine arguments (vLLM's vllm.engine.arg_utils)."""

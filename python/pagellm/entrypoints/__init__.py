@@ -1,0 +1,1 @@
+"""Entry points: the offline LLM class and the OpenAI-compatible server launcher."""

@@ -1,0 +1,1 @@
+"""Tokenizer access (vLLM's vllm.transformers_utils)."""

@@ -1,0 +1,1 @@
+"""The async engine client (AsyncLLM)."""
