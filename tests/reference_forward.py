@@ -276,8 +276,9 @@ def _rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
-def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
-    """logits [n_tokens, vocab] (float64) at every position of `token_ids`."""
+def forward(cfg: dict, weights: dict, token_ids, positions=None, hidden=False) -> np.ndarray:
+    """logits [n_tokens, vocab] (float64) at every position of `token_ids`; with `hidden`, the
+    final-normed hidden states [n_tokens, hidden_size] (the LM head's input) instead."""
     ids = np.asarray(token_ids, dtype=np.int64)
     n = len(ids)
     H = cfg["hidden_size"]
@@ -328,6 +329,8 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None) -> np.ndarray:
         up = h @ weights[p + "mlp.up_proj.weight"].T
         x = x + (gate / (1.0 + np.exp(-gate)) * up) @ weights[p + "mlp.down_proj.weight"].T
     x = _rmsnorm(x, weights["model.norm.weight"], eps)
+    if hidden:
+        return x
     head = weights.get("lm_head.weight")
     if head is None or cfg.get("tie_word_embeddings"):
         head = weights["model.embed_tokens.weight"]

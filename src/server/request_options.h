@@ -37,6 +37,11 @@ StatusOr<RequestOptions> ParseRequestOptions(const nlohmann::json& body, Endpoin
 // Logs (once per request) the fields this endpoint does not know, which are ignored.
 void WarnIgnoredFields(const nlohmann::json& body, Endpoint endpoint);
 
+// vLLM's 400 for an explicit max_tokens (or max_completion_tokens) that does not fit in the
+// context left after a prompt: "'max_tokens' or 'max_completion_tokens' is too large: ...".
+Status CheckMaxTokens(const nlohmann::json& body, const std::vector<std::vector<int32_t>>& prompts,
+                      int32_t max_model_len);
+
 // Applies truncate_prompt_tokens (keep the last k tokens of each prompt).
 void TruncatePrompts(std::vector<std::vector<int32_t>>* prompts, const RequestOptions& options);
 
