@@ -3,8 +3,9 @@
 # http://127.0.0.1:${PORT:-8000} (Ctrl-C stops it).
 #   ../shared/models/stories260K when present: real TinyStories weights and tokenizer; it has no
 #   chat template of its own, so a ChatML template is passed for /v1/chat/completions.
-#   Otherwise a random-weight tiny Llama written by tools/gen_model.py into build/demo-model: it
-#   has no tokenizer, so the demo then measures prefill/decode speed instead of serving.
+#   Otherwise a random-weight tiny Llama written by tools/gen_model.py into build/demo-model, with
+#   a byte-level BPE tokenizer (and ChatML template) the script trains itself: it serves text
+#   (random words, since the weights are random) through the same API.
 # Extra arguments are passed to `pagellm serve`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,9 @@ if [ -f "$model/model.safetensors" ]; then
 else
   model=build/demo-model
   echo "demo: ../shared is absent; generating a random-weight tiny Llama in $model"
-  /usr/bin/python3 tools/gen_model.py --preset tiny --tokenizer none --out "$model" --quiet
-  ./build/pagellm inspect "$model"
-  ./build/pagellm bench latency --model "$model" -p 64 -n 32 -r 3
+  /usr/bin/python3 tools/gen_model.py --preset tiny --tokenizer byte-bpe --out "$model" --quiet
+  echo "demo: serving $model on http://127.0.0.1:$port (random weights: the text is noise). Try:"
+  echo "  curl -s http://127.0.0.1:$port/v1/completions -H 'Content-Type: application/json' \\"
+  echo "    -d '{\"model\": \"demo\", \"prompt\": \"Once upon a time\", \"max_tokens\": 16}'"
+  exec ./build/pagellm serve "$model" --served-model-name demo --port "$port" "$@"
 fi

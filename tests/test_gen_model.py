@@ -505,3 +505,47 @@ def test_cli_subprocess_and_repo_guard(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode != 0 and "refusing" in r.stderr
     assert not os.path.exists(os.path.join(REPO_ROOT, "tools", "should_not_exist"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The built-in byte-level BPE tokenizer (serves text without ../shared)
+
+def bpe_reference_encode(text, vocab, merges):
+    """GPT-2 BPE from its public definition, one word at a time: bytes -> unicode symbols, then
+    repeatedly merge the adjacent pair with the lowest merge rank."""
+    import byte_bpe
+    b2u = byte_bpe.bytes_to_unicode()
+    rank = {tuple(m.split(" ")): i for i, m in enumerate(merges)}
+    ids = []
+    for word in byte_bpe.WORD_RE.findall(text):
+        syms = [b2u[b] for b in word.encode("utf-8")]
+        while len(syms) > 1:
+            pairs = [(rank.get((a, b), 1 << 30), i) for i, (a, b) in enumerate(zip(syms, syms[1:]))]
+            best, i = min(pairs)
+            if best == 1 << 30:
+                break
+            syms[i:i + 2] = [syms[i] + syms[i + 1]]
+        ids += [vocab[s] for s in syms]
+    return ids
+
+
+def test_byte_bpe_tokenizer_serves_text(tmp_path, pagellm_binary):
+    out = tmp_path / "bpe"
+    gen("--preset", "tiny", "--tokenizer", "byte-bpe", "--out", out)
+    tok = json.loads((out / "tokenizer.json").read_text())
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["vocab_size"] == len(tok["model"]["vocab"]) == 512
+    eos = tok["model"]["vocab"]["<|endoftext|>"]
+    assert cfg["eos_token_id"] == eos
+    text = "Once upon a time, Lily saw 3 red balls!"
+    want = bpe_reference_encode(text, tok["model"]["vocab"], tok["model"]["merges"])
+    assert len(want) < len(text.encode())  # merges were learned
+    got = subprocess.run([pagellm_binary, "tokenize", "--model", str(out), text],
+                         capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == want
+    gen_out = subprocess.run([pagellm_binary, "generate", "--model", str(out), "--prompt", text,
+                              "--max-tokens", "8", "--temperature", "0", "--ignore-eos"],
+                             capture_output=True, text=True, timeout=60)
+    assert gen_out.returncode == 0, gen_out.stderr
+    assert gen_out.stdout.strip()

@@ -22,6 +22,7 @@ import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import byte_bpe  # noqa: E402
 import gguf_writer as gw  # noqa: E402
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,6 +86,9 @@ TOKENIZERS = {
                        model_vocab=32000),
     "tok512": dict(dir="models/stories260K", files=["tokenizer.model", "tokenizer_config.json"],
                    kind="spm", model_vocab=512),
+    # Built by the script itself (tools/byte_bpe.py), needing nothing from ../shared.
+    "byte-bpe": dict(dir=".", files=["tokenizer.json", "tokenizer_config.json"], kind="hf",
+                     pre="gpt2", add_bos=False, model_vocab=512, builtin=True),
     "tok105": dict(dir="models/babyllama-tok105",
                    files=["tokenizer.model", "tokenizer_config.json"], kind="spm", model_vocab=105),
 }
@@ -569,6 +574,10 @@ def main(argv=None) -> int:
     shared = args.shared_dir or shared_dir_default()
     log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
 
+    if tok_name and TOKENIZERS[tok_name].get("builtin"):
+        # Trained now into a scratch directory, then read and copied like a shared one.
+        shared = tempfile.mkdtemp(prefix="gen_model_tokenizer-")
+        byte_bpe.write(shared, m.vocab, m.max_pos)
     tok = load_tokenizer(tok_name, shared) if tok_name else None
     if tok is not None and m.vocab < tok.size:
         raise SystemExit(f"--vocab {m.vocab} is smaller than tokenizer {tok_name} ({tok.size})")

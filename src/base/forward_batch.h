@@ -18,6 +18,9 @@ struct SequenceChunk {
   // Logits for every token of the chunk (prompt logprobs, perplexity, spec-decode verification)
   // instead of only the last one.
   bool all_logits = false;
+  // Also return the final-normed hidden state of every token of the chunk (embeddings: the
+  // pooling runner pools them); off for generation, which then pays nothing.
+  bool hidden_states = false;
 };
 
 struct ForwardBatch {
@@ -31,6 +34,11 @@ struct ForwardOutput {
   std::vector<int32_t> row_offset;  // per sequence: index of its first row
   int32_t vocab_size = 0;
   const float* row(int32_t r) const { return logits.data() + int64_t{r} * vocab_size; }
+  // With SequenceChunk::hidden_states: [rows][hidden_size], the chunks that asked, in sequence
+  // order, one row per token; hidden_offset[i] is sequence i's first row (-1: did not ask).
+  std::vector<float> hidden;
+  std::vector<int32_t> hidden_offset;
+  int32_t hidden_size = 0;
 };
 
 }  // namespace pagellm

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -58,12 +59,33 @@ Status EngineFlags::Finalize() {
     ASSIGN_OR_RETURN(config.max_model_len, ParseTokenCount(max_model_len));
   }
   if (config.max_logprobs < -1) return InvalidArgumentError("--max-logprobs must be >= -1");
+  // vLLM's rule: a context longer than the model's positions only on explicit request.
+  const char* allow_long = std::getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+  config.allow_long_max_model_len = allow_long != nullptr && (std::string(allow_long) == "1" ||
+                                                              std::string(allow_long) == "true");
+  if (!revision.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(config.model, ec))
+      return InvalidArgumentError(fmt::format(
+          "--revision {}: {} is not a local model; pagellm downloads nothing, so a revision "
+          "can only name the local copy (download it with huggingface-cli --revision)",
+          revision, config.model));
+    spdlog::warn("--revision {} has no effect on this engine: the local model {} is used as it is",
+                 revision, config.model);
+  }
   ASSIGN_OR_RETURN(std::vector<std::string> notes, vllm.Check());
   for (const std::string& note : notes) spdlog::warn("{}", note);
   ASSIGN_OR_RETURN(config.scheduler.policy, ParseSchedulingPolicy(scheduling_policy));
   ASSIGN_OR_RETURN(config.scheduler.preemption_mode, ParsePreemptionMode(preemption_mode));
+  if (!kv_cache_memory.empty() && !kv_cache_memory_bytes.empty())
+    return InvalidArgumentError("give --kv-cache-memory or --kv-cache-memory-bytes, not both");
   if (!kv_cache_memory.empty()) {
     ASSIGN_OR_RETURN(int64_t bytes, ParseByteSize(kv_cache_memory));
+    config.kv_cache_memory = bytes;
+  }
+  if (!kv_cache_memory_bytes.empty()) {
+    ASSIGN_OR_RETURN(int64_t bytes, ParseHumanReadableInt(kv_cache_memory_bytes));
+    if (bytes <= 0) return InvalidArgumentError("--kv-cache-memory-bytes must be positive");
     config.kv_cache_memory = bytes;
   }
   ASSIGN_OR_RETURN(config.kv_cache_dtype, ParseKvCacheDtype(kv_cache_dtype));
@@ -97,6 +119,15 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
       ->capture_default_str();
   app.add_option("--kv-cache-memory", f.kv_cache_memory,
                  "KV cache size in bytes (e.g. 2GiB); overrides --gpu-memory-utilization");
+  app.add_option("--kv-cache-memory-bytes", f.kv_cache_memory_bytes,
+                 "vLLM's spelling of the KV cache size: bytes, with vLLM's suffixes k/m/g "
+                 "(x1000) or K/M/G (x1024), e.g. 4G; overrides --gpu-memory-utilization");
+  app.add_option("--tokenizer", c.tokenizer,
+                 "Tokenizer directory (tokenizer.json / tokenizer.model and tokenizer_config.json; "
+                 "default: the model's)");
+  app.add_option("--revision", f.revision,
+                 "vLLM's model revision: accepted for a local model (used as it is on disk); an "
+                 "error for anything else, since nothing is downloaded");
   app.add_option("--num-gpu-blocks-override", c.num_gpu_blocks_override,
                  "Exact number of KV blocks (overrides memory sizing)");
   app.add_option("--swap-space", c.swap_space_gib,
@@ -111,6 +142,14 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
                c.scheduler.enable_chunked_prefill, "Split long prompts across steps (default on)");
   app.add_option("--long-prefill-token-threshold", c.scheduler.long_prefill_token_threshold,
                  "Most tokens one request may take in a step (0 = no cap)");
+  app.add_option("--max-num-partial-prefills", c.scheduler.max_num_partial_prefills,
+                 "Most requests with an unfinished prompt that get prompt tokens in one step "
+                 "(0 = no limit)")
+      ->capture_default_str();
+  app.add_option("--max-long-partial-prefills", c.scheduler.max_long_partial_prefills,
+                 "Of those, most whose prompt is longer than --long-prefill-token-threshold "
+                 "(0 = no limit)")
+      ->capture_default_str();
   app.add_option("--scheduling-policy", f.scheduling_policy, "fcfs | priority")
       ->capture_default_str();
   app.add_option("--preemption-mode", f.preemption_mode, "recompute | swap")->capture_default_str();

@@ -21,6 +21,8 @@ struct EngineFlags {
   std::string kv_cache_dtype_skip_layers;  // "0,5,..."
   std::string speculative_config;          // --speculative-config JSON
   std::string max_model_len;               // --max-model-len: "4096", "32k", "32K"
+  std::string kv_cache_memory_bytes;       // vLLM's --kv-cache-memory-bytes: "2000000", "2G"
+  std::string revision;                    // --revision: only a local model, used as it is
   VllmCompatFlags vllm;                    // vLLM flags with no effect here (see its header)
 
   // Resolves the string-valued flags into `config`, and logs one note per vLLM flag that has no

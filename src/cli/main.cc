@@ -1,4 +1,5 @@
 // pagellm: one binary, subcommands in the style of vLLM's CLI.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -6,6 +7,8 @@
 
 #include "CLI/CLI.hpp"
 #include "cli/commands.h"
+#include "cli/vllm_config_file.h"
+#include "cli/vllm_inert_flags.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -36,16 +39,39 @@ int main(int argc, char** argv) {
   add("eval", "Accuracy: perplexity of a text, KL divergence of a KV cache dtype",
       pagellm::cli::RegisterEval);
 
-  // vLLM's two-letter aliases, which CLI11 cannot declare (its short names are one letter):
-  // spelled out before parsing.
+  // vLLM's multi-letter aliases, which CLI11 cannot declare (its short names are one letter),
+  // are spelled out before parsing, and --snake_case flag names become --kebab-case (vLLM's
+  // parser accepts both).
   std::vector<std::string> args(argv, argv + argc);
+  const auto& aliases = pagellm::cli::VllmShortAliases();
   for (std::string& a : args) {
-    if (a == "-tp") a = "--tensor-parallel-size";
-    if (a == "-pp") a = "--pipeline-parallel-size";
+    if (auto it = aliases.find(a); it != aliases.end()) a = it->second;
+    if (a.rfind("--", 0) == 0) {
+      const size_t end = std::min(a.find('='), a.size());
+      for (size_t i = 2; i < end; ++i)
+        if (a[i] == '_') a[i] = '-';
+    }
+  }
+  // `serve --config FILE.yaml`: the file's flags, before the command line's own.
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i].rfind("-", 0) == 0) continue;  // global flags (-v) before the subcommand
+    if (args[i] != "serve") break;
+    CLI::App* serve = app.get_subcommand("serve");
+    std::vector<std::string> tail(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+    auto expanded = pagellm::cli::ExpandConfigFile(tail, [serve](const std::string& flag) {
+      return serve->get_option_no_throw(flag) != nullptr;
+    });
+    if (!expanded.ok()) {
+      std::fprintf(stderr, "error: %s\n", expanded.status().message().c_str());
+      return 2;
+    }
+    args.resize(i + 1);
+    args.insert(args.end(), expanded->begin(), expanded->end());
+    break;
   }
   std::vector<char*> arg_ptrs;
   for (std::string& a : args) arg_ptrs.push_back(a.data());
-  CLI11_PARSE(app, argc, arg_ptrs.data());
+  CLI11_PARSE(app, static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
   // Logs go to stderr: stdout carries the command's output (text, JSON).
   spdlog::set_default_logger(spdlog::stderr_color_mt("pagellm"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);

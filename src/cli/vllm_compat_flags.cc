@@ -42,10 +42,11 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
       return InvalidArgumentError(fmt::format(
           "--dtype {}: expected auto, half, float16, bfloat16, float or float32", dtype));
     }
-    notes.push_back(fmt::format(
-        "--dtype {} has no effect here: weights keep their stored dtype and the CPU backend "
-        "computes in float32",
-        dtype));
+    notes.push_back(
+        fmt::format("--dtype {} has no effect on this engine: weights keep their stored dtype and "
+                    "the CPU backend "
+                    "computes in float32",
+                    dtype));
   }
   if (tensor_parallel_size < 1 || pipeline_parallel_size < 1)
     return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
@@ -66,25 +67,34 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
     }
   }
   if (trust_remote_code)
-    notes.push_back("--trust-remote-code has no effect here: no model code is ever run");
+    notes.push_back("--trust-remote-code has no effect on this engine: no model code is ever run");
   if (enforce_eager)
-    notes.push_back("--enforce-eager has no effect here: the CPU backend always runs eagerly");
+    notes.push_back(
+        "--enforce-eager has no effect on this engine: the CPU backend always runs eagerly");
   if (!download_dir.empty())
-    notes.push_back("--download-dir has no effect here: models are local paths");
+    notes.push_back("--download-dir has no effect on this engine: models are local paths");
   return notes;
 }
 
 StatusOr<int> ParseTokenCount(const std::string& text) {
-  const auto bad = [&] {
+  auto value = ParseHumanReadableInt(text);
+  if (!value.ok() || *value > std::numeric_limits<int32_t>::max())
     return InvalidArgumentError(fmt::format(
         "--max-model-len '{}': expected an integer, optionally with k/m/g (x1000) or K/M/G "
         "(x1024), e.g. 32k or 32K",
         text));
+  return static_cast<int>(*value);
+}
+
+StatusOr<int64_t> ParseHumanReadableInt(const std::string& text) {
+  const auto bad = [&] {
+    return InvalidArgumentError(fmt::format(
+        "'{}': expected an integer, optionally with k/m/g (x1000) or K/M/G (x1024)", text));
   };
   if (text.empty()) return bad();
   size_t digits = 0;
   while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12 || text.size() - digits > 1) return bad();
+  if (digits == 0 || digits > 15 || text.size() - digits > 1) return bad();
   int64_t value = std::stoll(text.substr(0, digits));
   if (digits < text.size()) {
     int64_t scale = 0;
@@ -110,10 +120,10 @@ StatusOr<int> ParseTokenCount(const std::string& text) {
       default:
         return bad();
     }
+    if (value > std::numeric_limits<int64_t>::max() / scale) return bad();
     value *= scale;
   }
-  if (value > std::numeric_limits<int32_t>::max()) return bad();
-  return static_cast<int>(value);
+  return value;
 }
 
 }  // namespace pagellm::cli

@@ -35,4 +35,7 @@ void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& flags);
 // K/M/G (powers of 1024): "32k" = 32000, "32K" = 32768.
 StatusOr<int> ParseTokenCount(const std::string& text);
 
+// vLLM's human-readable integers (the same suffixes, up to 2^62): "4G" = 4 * 1024^3.
+StatusOr<int64_t> ParseHumanReadableInt(const std::string& text);
+
 }  // namespace pagellm::cli

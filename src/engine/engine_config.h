@@ -17,9 +17,14 @@ namespace pagellm {
 
 struct EngineConfig {
   std::string model;
+  // --tokenizer: a directory with the tokenizer files; empty = the model's own.
+  std::string tokenizer;
   int threads = 0;  // 0 = all CPUs available to the process
   // --max-model-len; 0 = the model's max_position_embeddings.
   int32_t max_model_len = 0;
+  // A max_model_len beyond the model's max_position_embeddings is refused unless this is set
+  // (the CLI sets it from vLLM's VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; library callers opt out).
+  bool allow_long_max_model_len = true;
   int32_t block_size = 16;
   // Fraction of the memory available to the process (cgroup limits included) that weights,
   // activations and KV cache may use.

@@ -18,7 +18,14 @@ namespace pagellm {
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
   ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, LoadModel(config.model));
-  ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer, LoadTokenizerForModel(*model));
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (config.tokenizer.empty()) {
+    ASSIGN_OR_RETURN(tokenizer, LoadTokenizerForModel(*model));
+  } else {
+    auto loaded = LoadTokenizerFromDir(config.tokenizer);
+    if (!loaded.ok()) return loaded.status().WithContext("--tokenizer " + config.tokenizer);
+    tokenizer = std::move(loaded).value();
+  }
   return Build(config, std::move(model), std::move(tokenizer), nullptr);
 }
 
@@ -43,6 +50,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   const ModelConfig& mc = e->model_->config;
   EngineConfig& c = e->config_;
   if (c.max_model_len <= 0) c.max_model_len = mc.max_position_embeddings;
+  if (c.max_model_len > mc.max_position_embeddings && mc.max_position_embeddings > 0 &&
+      !c.allow_long_max_model_len)
+    return InvalidArgumentError(fmt::format(
+        "User-specified max_model_len ({}) is greater than the derived max_model_len "
+        "(max_position_embeddings={} in model's config.json). To allow overriding this maximum, "
+        "set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be "
+        "used with extreme caution: positions beyond max_position_embeddings were never trained "
+        "on.",
+        c.max_model_len, mc.max_position_embeddings));
   if (c.block_size < 1 || c.block_size > 256)
     return InvalidArgumentError(
         fmt::format("--block-size must be in [1, 256], got {}", c.block_size));

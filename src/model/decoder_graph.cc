@@ -88,6 +88,23 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     t += s.num_tokens;
   }
   ops.Logits(mw.lm_head, logit_in, rows, out);
+
+  // Hidden states for the sequences that asked (embeddings), checked once per sequence.
+  out->hidden.clear();
+  out->hidden_offset.clear();
+  t = 0;
+  int64_t hidden_rows = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    out->hidden_offset.push_back(s.hidden_states ? static_cast<int32_t>(hidden_rows) : -1);
+    if (s.hidden_states) {
+      out->hidden.resize(static_cast<size_t>((hidden_rows + s.num_tokens) * hidden));
+      ops.RmsNorm(x + t * hidden, mw.final_norm.data(), c.rms_norm_eps,
+                  out->hidden.data() + hidden_rows * hidden, s.num_tokens, hidden);
+      hidden_rows += s.num_tokens;
+    }
+    t += s.num_tokens;
+  }
+  out->hidden_size = static_cast<int32_t>(hidden);
 }
 
 }  // namespace pagellm

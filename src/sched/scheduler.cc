@@ -71,6 +71,20 @@ int32_t Scheduler::CapByThresholdAndBudget(int32_t num_new_tokens, int32_t budge
   return std::min(num_new_tokens, budget);
 }
 
+bool Scheduler::AdmitPrefill(const Request& req) {
+  if (req.num_computed_tokens >= req.num_prompt_tokens()) return true;  // decoding
+  if (config_.max_num_partial_prefills <= 0) return true;
+  const bool is_long = config_.long_prefill_token_threshold > 0 &&
+                       req.num_prompt_tokens() > config_.long_prefill_token_threshold;
+  if (step_prefills_ >= config_.max_num_partial_prefills) return false;
+  if (is_long && config_.max_long_partial_prefills > 0 &&
+      step_long_prefills_ >= config_.max_long_partial_prefills)
+    return false;
+  ++step_prefills_;
+  if (is_long) ++step_long_prefills_;
+  return true;
+}
+
 Request* Scheduler::PickVictim() const {
   CHECK(!running_.empty());
   if (config_.policy == SchedulingPolicy::kFcfs) return running_.back();
@@ -127,7 +141,7 @@ bool Scheduler::ScheduleRunning(int32_t& budget, std::vector<Planned>& planned,
         CapByThresholdAndBudget(req->num_tokens_with_spec() - req->num_computed_tokens, budget);
     // Never feed position max_model_len - 1 or beyond (drafts could otherwise run past it).
     n = std::min(n, config_.max_model_len - 1 - req->num_computed_tokens);
-    if (n <= 0) {
+    if (n <= 0 || !AdmitPrefill(*req)) {
       ++i;
       continue;
     }
@@ -165,6 +179,7 @@ void Scheduler::ScheduleWaiting(int32_t& budget, std::vector<Planned>& planned,
   while (!waiting_.empty() && budget > 0 &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Request* req = waiting_.front();
+    if (!AdmitPrefill(*req)) break;
     const bool swapped = req->status == RequestStatus::kSwapped;
     ComputedBlocks hit;
     if (!swapped) hit = kv_.GetComputedBlocks(*req);
@@ -207,6 +222,8 @@ SchedulerOutput Scheduler::Schedule() {
 
   int32_t budget = config_.max_num_batched_tokens;
   std::vector<Planned> planned;
+  step_prefills_ = 0;
+  step_long_prefills_ = 0;
   // Admitting new work in a step that had to preempt would only thrash the cache.
   if (!ScheduleRunning(budget, planned, out)) ScheduleWaiting(budget, planned, out);
 

@@ -96,6 +96,13 @@ class Scheduler {
   void ScheduleWaiting(int32_t& budget, std::vector<Planned>& planned, SchedulerOutput& out);
   // Caps a request's wish for this step by the threshold and the remaining budget.
   int32_t CapByThresholdAndBudget(int32_t num_new_tokens, int32_t budget) const;
+  // --max-num-partial-prefills / --max-long-partial-prefills: whether `req`, if it is still
+  // prefilling, may get prompt tokens this step given the prefills already planned; counts it
+  // when it may.
+  bool AdmitPrefill(const Request& req);
+
+  int32_t step_prefills_ = 0;       // requests with prompt tokens planned this step
+  int32_t step_long_prefills_ = 0;  // of those, prompts over long_prefill_token_threshold
   Request* PickVictim() const;
   // Swap (if configured and room) or recompute; puts the victim back into the waiting queue.
   void Preempt(Request& victim, SchedulerOutput& out);

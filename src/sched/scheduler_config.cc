@@ -44,6 +44,21 @@ Status SchedulerConfig::Validate() const {
     return InvalidArgumentError(fmt::format("--long-prefill-token-threshold must be >= 0, got {}",
                                             long_prefill_token_threshold));
   }
+  if (max_num_partial_prefills < 0 || max_long_partial_prefills < 0) {
+    return InvalidArgumentError(
+        "--max-num-partial-prefills and --max-long-partial-prefills must be >= 0");
+  }
+  if (max_num_partial_prefills > 0 && max_long_partial_prefills > max_num_partial_prefills) {
+    // vLLM's rule.
+    return InvalidArgumentError(
+        fmt::format("--max-long-partial-prefills ({}) must be less than or equal to "
+                    "--max-num-partial-prefills ({}).",
+                    max_long_partial_prefills, max_num_partial_prefills));
+  }
+  if (max_num_partial_prefills > 1 && !enable_chunked_prefill) {
+    return InvalidArgumentError(
+        "Chunked prefill must be enabled to set max_num_partial_prefills > 1.");
+  }
   if (num_lookahead_tokens < 0) {
     return InvalidArgumentError(
         fmt::format("num_lookahead_tokens must be >= 0, got {}", num_lookahead_tokens));

@@ -34,6 +34,11 @@ struct SchedulerConfig {
   bool enable_chunked_prefill = true;
   // --long-prefill-token-threshold: most tokens one request may take in a step; 0 = no cap.
   int32_t long_prefill_token_threshold = 0;
+  // --max-num-partial-prefills: most requests with an unfinished prompt that get prompt tokens
+  // in one step; --max-long-partial-prefills: of those, most whose prompt is longer than
+  // long_prefill_token_threshold. 0 = no limit (vLLM V1's scheduler has none either).
+  int32_t max_num_partial_prefills = 0;
+  int32_t max_long_partial_prefills = 0;
   SchedulingPolicy policy = SchedulingPolicy::kFcfs;
   PreemptionMode preemption_mode = PreemptionMode::kRecompute;
   // KV slots reserved beyond the scheduled tokens for drafters that write ahead (EAGLE-style

@@ -113,6 +113,36 @@ TEST_F(SchedulerTest, LongPrefillThresholdCapsEveryRequest) {
   EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 2}, {"b", 1}}));
 }
 
+TEST_F(SchedulerTest, PartialPrefillLimitsCapConcurrentPrompts) {
+  SchedulerConfig c = Config(100);
+  c.long_prefill_token_threshold = 5;
+  c.max_num_partial_prefills = 2;
+  c.max_long_partial_prefills = 1;
+  Init(c);
+  Add("a", Iota(12, 100));  // long (> 5 tokens)
+  Add("b", Iota(8, 200));   // long: waits for a's prompt to finish
+  Add("c", Iota(4, 300));   // short, but behind b (first come, first served)
+  EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 5}}));
+  EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 5}}));
+  EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 2}}));
+  // a decodes; two prompts may now run together, one of them long.
+  EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 1}, {"b", 5}, {"c", 4}}));
+  EXPECT_EQ(PlanOf(Step()), (Plan{{"a", 1}, {"b", 3}, {"c", 1}}));
+}
+
+TEST_F(SchedulerTest, PartialPrefillLimitsAreValidated) {
+  SchedulerConfig c = Config(100);
+  c.max_num_partial_prefills = 1;
+  c.max_long_partial_prefills = 2;
+  EXPECT_FALSE(c.Validate().ok());
+  c.max_long_partial_prefills = 1;
+  EXPECT_TRUE(c.Validate().ok());
+  c.max_num_partial_prefills = 2;
+  c.enable_chunked_prefill = false;
+  c.max_model_len = 64;
+  EXPECT_FALSE(c.Validate().ok());
+}
+
 TEST_F(SchedulerTest, MaxNumSeqsLimitsTheRunningSet) {
   SchedulerConfig c = Config(100);
   c.max_num_seqs = 2;

@@ -105,6 +105,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
   if (!obody.ok()) return SendError(res, ApiError::BadRequest(obody.status().message()));
   const nlohmann::json body(*obody);
   if (auto e = ctx.CheckModel(body)) return SendError(res, *e);
+  if (ctx.embedder() != nullptr)
+    return SendError(res, ApiError::BadRequest("The model does not support Chat Completions API"));
   WarnIgnoredFields(body, Endpoint::kChat);
   auto opts = ParseRequestOptions(body, Endpoint::kChat, ctx);
   if (!opts.ok()) return SendError(res, ApiError::FromStatus(opts.status()));
@@ -116,14 +118,16 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
     return SendError(res, ApiError::BadRequest(prompt_ids.status().message(), "messages"));
   std::vector<std::vector<int32_t>> ids = {std::move(*prompt_ids)};
   TruncatePrompts(&ids, *opts);
+  if (Status st = CheckMaxTokens(body, ids, ctx.max_model_len()); !st.ok())
+    return SendError(res, ApiError::BadRequest(st.message(), "max_tokens"));
 
-  // The reply's role: the assistant's after a generation prompt, else the final message's
-  // (the model continues that turn).
+  // The reply's role: --response-role (default "assistant") after a generation prompt, else
+  // the final message's (the model continues that turn).
   const OJson& messages = (*obody)["messages"];
   const OJson& last = messages.back();
   const bool continue_final = body.value("continue_final_message", json(false)) == json(true);
   const json agp = body.value("add_generation_prompt", json(!continue_final));
-  std::string role = "assistant";
+  std::string role = ctx.config().response_role;
   if (agp == json(false) && last.contains("role") && last["role"].is_string())
     role = last["role"].get<std::string>();
   std::string echo;
@@ -132,10 +136,13 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
     echo = last["content"].get<std::string>();
   const int num_top = opts->params.logprobs ? std::max(0, *opts->params.logprobs) : 0;
 
-  const std::string id = ctx.NewRequestId("chatcmpl");
+  std::string engine_id;
+  const std::string id =
+      ctx.RequestId("chatcmpl", req.get_header_value("X-Request-Id"), body, &engine_id);
   ctx.LogRequest(id, *prompt, ids[0], opts->params);
   const int n = opts->params.n;
-  std::unique_ptr<Generation> gen = StartOrRespond(ctx, FanOut(id, ids, *opts), n, arrival, res);
+  std::unique_ptr<Generation> gen =
+      StartOrRespond(ctx, FanOut(engine_id, ids, *opts), n, arrival, res);
   if (!gen) return;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
   const int64_t prompt_tokens = static_cast<int64_t>(ids[0].size());

@@ -159,6 +159,8 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   auto body = ParseJsonObject(req.body);
   if (!body.ok()) return SendError(res, ApiError::BadRequest(body.status().message()));
   if (auto e = ctx.CheckModel(*body)) return SendError(res, *e);
+  if (ctx.embedder() != nullptr)
+    return SendError(res, ApiError::BadRequest("The model does not support Completions API"));
   WarnIgnoredFields(*body, Endpoint::kCompletions);
   auto opts = ParseRequestOptions(*body, Endpoint::kCompletions, ctx);
   if (!opts.ok()) return SendError(res, ApiError::FromStatus(opts.status()));
@@ -175,13 +177,18 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   for (const Prompt& p : *prompts) ids.push_back(p.ids);
   TruncatePrompts(&ids, *opts);
   for (size_t p = 0; p < prompts->size(); ++p) (*prompts)[p].ids = ids[p];
+  if (Status st = CheckMaxTokens(*body, ids, ctx.max_model_len()); !st.ok())
+    return SendError(res, ApiError::BadRequest(st.message(), "max_tokens"));
 
-  const std::string id = ctx.NewRequestId("cmpl");
+  std::string engine_id;
+  const std::string id =
+      ctx.RequestId("cmpl", req.get_header_value("X-Request-Id"), *body, &engine_id);
   for (size_t p = 0; p < prompts->size(); ++p) {
     ctx.LogRequest(prompts->size() == 1 ? id : fmt::format("{}-{}", id, p), (*prompts)[p].text,
                    (*prompts)[p].ids, opts->params);
   }
-  std::unique_ptr<Generation> gen = StartOrRespond(ctx, FanOut(id, ids, *opts), n, arrival, res);
+  std::unique_ptr<Generation> gen =
+      StartOrRespond(ctx, FanOut(engine_id, ids, *opts), n, arrival, res);
   if (!gen) return;
   const int64_t created = static_cast<int64_t>(std::time(nullptr));
 

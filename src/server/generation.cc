@@ -77,6 +77,7 @@ void ChoiceResult::Add(const EngineOutput& o) {
 
 Generation::~Generation() {
   AbortAll();
+  ctx_.AddLoad(-1);
 }
 
 std::vector<ChoiceResult> Generation::Collect() {

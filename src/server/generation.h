@@ -77,8 +77,11 @@ class Generation {
     int num_taken_finished = 0;  // final outputs handed to the reader
   };
 
+  // Counts in the server load (GET /load) for its lifetime.
   Generation(ServingContext& ctx, std::shared_ptr<Channel> channel)
-      : ctx_(ctx), channel_(std::move(channel)) {}
+      : ctx_(ctx), channel_(std::move(channel)) {
+    ctx_.AddLoad(1);
+  }
 
   ServingContext& ctx_;
   std::shared_ptr<Channel> channel_;

@@ -20,6 +20,10 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
 void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res,
                            Arrival arrival);
 
+// POST /v1/embeddings (the pooling runner; vLLM's request and response shapes).
+void HandleEmbeddings(ServingContext& ctx, const httplib::Request& req, httplib::Response& res,
+                      Arrival arrival);
+
 // POST /tokenize (a prompt, or chat messages rendered with the template) and POST /detokenize,
 // as vLLM's; GET /v1/models.
 void HandleTokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);

@@ -127,6 +127,9 @@ StatusOr<RequestOptions> ParseRequestOptions(const json& body, Endpoint endpoint
       return InvalidArgumentError("when using `top_logprobs`, `logprobs` must be set to true.");
   }
   ASSIGN_OR_RETURN(o.params, ParseSamplingParams(body, defaults));
+  // The generation config's max_new_tokens caps every request (vLLM's server-wide limit).
+  if (const std::optional<int> cap = ctx.max_new_tokens())
+    o.params.max_tokens = std::min(o.params.max_tokens.value_or(*cap), *cap);
   RETURN_IF_ERROR(o.params.Validate(ctx.vocab_size(), ctx.engine().core().config().max_logprobs));
 
   RETURN_IF_ERROR(ReadBool(body, "stream", &o.stream));
@@ -137,12 +140,15 @@ StatusOr<RequestOptions> ParseRequestOptions(const json& body, Endpoint endpoint
     RETURN_IF_ERROR(ReadBool(*it, "include_usage", &o.include_usage));
     RETURN_IF_ERROR(ReadBool(*it, "continuous_usage_stats", &o.continuous_usage_stats));
   }
+  // --enable-force-include-usage: every stream reports usage at its end.
+  if (o.stream && ctx.config().enable_force_include_usage) o.include_usage = true;
   RETURN_IF_ERROR(ReadBool(body, "echo", &o.echo));
   o.return_prompt_logprobs = o.params.prompt_logprobs.has_value();
   // Echoed completions carry logprobs for the prompt's tokens too (vLLM computes them as
   // prompt logprobs of the same width).
   if (endpoint == Endpoint::kCompletions && o.echo && o.params.logprobs)
     o.params.prompt_logprobs = std::max(o.params.prompt_logprobs.value_or(0), *o.params.logprobs);
+  o.return_tokens_as_token_ids = ctx.config().return_tokens_as_token_ids;
   RETURN_IF_ERROR(ReadBool(body, "return_tokens_as_token_ids", &o.return_tokens_as_token_ids));
   o.add_special_tokens = endpoint == Endpoint::kCompletions;
   RETURN_IF_ERROR(ReadBool(body, "add_special_tokens", &o.add_special_tokens));
@@ -193,6 +199,27 @@ void WarnIgnoredFields(const json& body, Endpoint endpoint) {
 std::optional<int64_t> PromptTokenLimit(const RequestOptions& o, const ServingContext& ctx) {
   if (o.truncate_prompt_tokens && *o.truncate_prompt_tokens >= 0) return std::nullopt;
   return static_cast<int64_t>(ctx.max_model_len()) - 1;
+}
+
+Status CheckMaxTokens(const json& body, const std::vector<std::vector<int32_t>>& prompts,
+                      int32_t max_model_len) {
+  std::optional<int64_t> max_tokens;
+  for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+    auto it = body.find(key);
+    if (it != body.end() && it->is_number_integer()) max_tokens = it->get<int64_t>();
+    if (max_tokens) break;
+  }
+  if (!max_tokens) return Status::Ok();
+  for (const std::vector<int32_t>& p : prompts) {
+    const int64_t input = static_cast<int64_t>(p.size());
+    // A prompt that does not fit at all is the engine's error (it names the prompt length).
+    if (input >= max_model_len || input + *max_tokens <= max_model_len) continue;
+    return InvalidArgumentError(fmt::format(
+        "'max_tokens' or 'max_completion_tokens' is too large: {}. This model's maximum context "
+        "length is {} tokens and your request has {} input tokens ({} > {} - {}).",
+        *max_tokens, max_model_len, input, *max_tokens, max_model_len, input));
+  }
+  return Status::Ok();
 }
 
 void TruncatePrompts(std::vector<std::vector<int32_t>>* prompts, const RequestOptions& o) {

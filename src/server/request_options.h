@@ -42,6 +42,11 @@ void WarnIgnoredFields(const nlohmann::json& body, Endpoint endpoint);
 // for truncate_prompt_tokens (a longer prompt is then legitimate: its last k tokens are kept).
 std::optional<int64_t> PromptTokenLimit(const RequestOptions& options, const ServingContext& ctx);
 
+// vLLM's 400 for an explicit max_tokens (or max_completion_tokens) that does not fit in the
+// context left after a prompt: "'max_tokens' or 'max_completion_tokens' is too large: ...".
+Status CheckMaxTokens(const nlohmann::json& body, const std::vector<std::vector<int32_t>>& prompts,
+                      int32_t max_model_len);
+
 // Applies truncate_prompt_tokens (keep the last k tokens of each prompt).
 void TruncatePrompts(std::vector<std::vector<int32_t>>* prompts, const RequestOptions& options);
 

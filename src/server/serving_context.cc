@@ -29,13 +29,35 @@ Status CheckOptionType(const nlohmann::ordered_json& body, const char* key,
 
 }  // namespace
 
+StatusOr<std::unique_ptr<ServingContext>> ServingContext::Create(
+    const ServerConfig& config, AsyncEngine* engine, EngineMetrics* metrics,
+    std::optional<ChatTemplate> chat_template, GenerationDefaults defaults) {
+  std::unique_ptr<ServingContext> ctx(
+      new ServingContext(config, engine, metrics, std::move(chat_template), std::move(defaults)));
+  if (!config.default_chat_template_kwargs.empty()) {
+    auto kwargs = nlohmann::ordered_json::parse(config.default_chat_template_kwargs, nullptr,
+                                                /*allow_exceptions=*/false);
+    if (kwargs.is_discarded() || !kwargs.is_object())
+      return InvalidArgumentError("--default-chat-template-kwargs: expected a JSON object");
+    ctx->default_template_kwargs_ = std::move(kwargs);
+  }
+  if (config.chat_template_content_format != "auto" &&
+      config.chat_template_content_format != "string" &&
+      config.chat_template_content_format != "openai")
+    return InvalidArgumentError(
+        fmt::format("--chat-template-content-format {}: expected auto, string or openai",
+                    config.chat_template_content_format));
+  return ctx;
+}
+
 ServingContext::ServingContext(const ServerConfig& config, AsyncEngine* engine,
-                               EngineMetrics* metrics, std::optional<ChatTemplate> chat_template)
+                               EngineMetrics* metrics, std::optional<ChatTemplate> chat_template,
+                               GenerationDefaults defaults)
     : config_(config),
       engine_(engine),
       metrics_(metrics),
       chat_template_(std::move(chat_template)),
-      default_params_(DefaultSamplingParams(engine->core().model())),
+      defaults_(std::move(defaults)),
       id_salt_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
 
 int32_t ServingContext::vocab_size() const {
@@ -117,12 +139,22 @@ StatusOr<std::string> ServingContext::RenderChat(const nlohmann::ordered_json& b
   RETURN_IF_ERROR(CheckOptionType(body, "tools", is_array, "a list of tools"));
   RETURN_IF_ERROR(CheckOptionType(body, "documents", is_array, "a list of documents"));
   RETURN_IF_ERROR(CheckOptionType(body, "chat_template_kwargs", is_object, "an object"));
+  // A request's own template, when the server trusts them (--trust-request-chat-template).
+  std::optional<ChatTemplate> request_template;
   if (auto it = body.find("chat_template"); it != body.end() && !it->is_null()) {
-    return InvalidArgumentError(
-        "Chat template is passed with request, but the server does not trust request chat "
-        "templates. Refused request with untrusted chat template.");
+    if (!config_.trust_request_chat_template)
+      return InvalidArgumentError(
+          "Chat template is passed with request, but --trust-request-chat-template is not set. "
+          "Refused request with untrusted chat template.");
+    if (!it->is_string()) return InvalidArgumentError("'chat_template' must be a string");
+    auto parsed = ChatTemplate::Parse(it->get<std::string>());
+    if (!parsed.ok()) return InvalidArgumentError(parsed.status().message());
+    request_template = std::move(*parsed);
   }
-  if (!chat_template_) {
+  const ChatTemplate* tmpl = request_template ? &*request_template
+                             : chat_template_ ? &*chat_template_
+                                              : nullptr;
+  if (tmpl == nullptr) {
     return InvalidArgumentError(
         "As of transformers v4.44, default chat template is no longer allowed, so you must "
         "provide a chat template if the tokenizer does not define one.");
@@ -138,14 +170,26 @@ StatusOr<std::string> ServingContext::RenderChat(const nlohmann::ordered_json& b
   OJson options = OJson::object();
   options["add_generation_prompt"] = flag("add_generation_prompt").value_or(!continue_final);
   options["continue_final_message"] = continue_final;
-  for (const char* key : {"tools", "documents", "chat_template_kwargs"}) {
+  for (const char* key : {"tools", "documents"}) {
     auto it = body.find(key);
     if (it != body.end() && !it->is_null()) options[key] = *it;
   }
+  // Template kwargs: the server's defaults, then reasoning_effort (vLLM passes it to the
+  // template), then the request's own, which win.
+  OJson kwargs = default_template_kwargs_;
+  if (auto it = body.find("reasoning_effort"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return InvalidArgumentError("'reasoning_effort' must be a string");
+    kwargs["reasoning_effort"] = *it;
+  }
+  if (auto it = body.find("chat_template_kwargs"); it != body.end() && !it->is_null())
+    for (auto kv = it->begin(); kv != it->end(); ++kv) kwargs[kv.key()] = kv.value();
+  if (!kwargs.empty()) options["chat_template_kwargs"] = std::move(kwargs);
+  if (config_.chat_template_content_format != "auto")
+    options["content_format"] = config_.chat_template_content_format;
   const Tokenizer& tok = tokenizer();
   if (tok.bos_id() >= 0) options["bos_token"] = tok.bos_token();
   if (tok.eos_id() >= 0) options["eos_token"] = tok.eos_token();
-  auto rendered = chat_template_->Apply(*messages, options);
+  auto rendered = tmpl->Apply(*messages, options);
   if (!rendered.ok()) {
     // Whatever the template raised (raise_exception, a type error, bad messages) is the
     // request's fault as far as the client can tell: a 400 with the template's message.
@@ -158,6 +202,23 @@ std::string ServingContext::NewRequestId(const char* prefix) {
   const uint64_t n = id_counter_.fetch_add(1, std::memory_order_relaxed);
   return fmt::format("{}-{:016x}{:016x}", prefix, SplitMix64(id_salt_ ^ n),
                      SplitMix64(id_salt_ + 2 * n + 1));
+}
+
+std::string ServingContext::RequestId(const char* prefix, const std::string& header,
+                                      const nlohmann::json& body, std::string* engine_id) {
+  std::string base = header;
+  if (base.empty()) {
+    auto it = body.find("request_id");
+    if (it != body.end() && it->is_string()) base = it->get<std::string>();
+  }
+  if (base.empty()) {
+    *engine_id = NewRequestId(prefix);
+    return *engine_id;
+  }
+  const std::string id = fmt::format("{}-{}", prefix, base);
+  // Clients may send the same id twice; the engine needs distinct ones.
+  *engine_id = fmt::format("{}-{}", id, NewRequestId("r"));
+  return id;
 }
 
 bool ServingContext::TryReserveQueued(int n) {
@@ -175,7 +236,7 @@ bool ServingContext::TryReserveQueued(int n) {
 void ServingContext::LogRequest(const std::string& id, const std::string& prompt,
                                 const std::vector<int32_t>& prompt_ids,
                                 const SamplingParams& params) const {
-  if (config_.disable_log_requests) return;
+  if (!config_.enable_log_requests) return;
   std::string shown = prompt;
   std::vector<int32_t> shown_ids = prompt_ids;
   if (config_.max_log_len) {

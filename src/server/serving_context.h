@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "nlohmann/json.hpp"
 #include "pagellm/sampling_params.h"
 #include "server/api_error.h"
+#include "server/embedding_runner.h"
+#include "server/generation_defaults.h"
 #include "server/server_config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,9 +27,14 @@ class ServingContext {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `chat_template` is the parsed --chat-template or tokenizer template (nullopt: none).
-  ServingContext(const ServerConfig& config, AsyncEngine* engine, EngineMetrics* metrics,
-                 std::optional<ChatTemplate> chat_template);
+  // `chat_template` is the parsed --chat-template or tokenizer template (nullopt: none);
+  // `defaults` the resolved --generation-config / --override-generation-config.
+  // InvalidArgument when --default-chat-template-kwargs is not a JSON object.
+  static StatusOr<std::unique_ptr<ServingContext>> Create(const ServerConfig& config,
+                                                          AsyncEngine* engine,
+                                                          EngineMetrics* metrics,
+                                                          std::optional<ChatTemplate> chat_template,
+                                                          GenerationDefaults defaults);
 
   const ServerConfig& config() const { return config_; }
   AsyncEngine& engine() const { return *engine_; }
@@ -35,8 +43,10 @@ class ServingContext {
   int32_t max_model_len() const { return engine_->core().max_model_len(); }
   int32_t vocab_size() const;
   const std::string& model_name() const { return config_.model_name(); }
-  // The model's generation_config defaults over vLLM's (completions: max_tokens 16).
-  const SamplingParams& default_params() const { return default_params_; }
+  // The sampling defaults of --generation-config (completions: max_tokens 16).
+  const SamplingParams& default_params() const { return defaults_.params; }
+  // generation config's max_new_tokens: a cap on every request's output tokens.
+  std::optional<int> max_new_tokens() const { return defaults_.max_new_tokens; }
 
   // nullopt when the body names no model or one of the served names; else 404 (vLLM's
   // "The model `x` does not exist.").
@@ -71,6 +81,20 @@ class ServingContext {
 
   // "cmpl-<32 hex>" style ids, unique per process.
   std::string NewRequestId(const char* prefix);
+  // The id of an API request, as vLLM forms it: "<prefix>-<base>" where base is the
+  // X-Request-Id header, else the body's request_id, else a fresh one. `engine_id` gets the
+  // id for the engine, unique even when clients reuse theirs.
+  std::string RequestId(const char* prefix, const std::string& header, const nlohmann::json& body,
+                        std::string* engine_id);
+
+  // The pooling runner (--runner pooling): /v1/embeddings is served and generation is not,
+  // as vLLM serves a pooling model. Null for a generating server.
+  EmbeddingRunner* embedder() const { return embedder_; }
+  void set_embedder(EmbeddingRunner* embedder) { embedder_ = embedder; }
+
+  // API requests (generation and embedding) in flight, for GET /load.
+  int server_load() const { return server_load_.load(std::memory_order_relaxed); }
+  void AddLoad(int delta) { server_load_.fetch_add(delta, std::memory_order_relaxed); }
 
   // Admission against --max-queued-requests: reserves `n` not-yet-started slots (false when
   // that would exceed the limit). Each slot is released by the request's first output.
@@ -81,8 +105,8 @@ class ServingContext {
   void set_stopping() { stopping_.store(true); }
   bool stopping() const { return stopping_.load(); }
 
-  // Request logging (vLLM's "Received request ..." line), honouring --max-log-len and
-  // --disable-log-requests.
+  // Request logging (vLLM's "Received request ..." line), with --enable-log-requests and
+  // honouring --max-log-len.
   void LogRequest(const std::string& id, const std::string& prompt,
                   const std::vector<int32_t>& prompt_ids, const SamplingParams& params) const;
 
@@ -90,8 +114,14 @@ class ServingContext {
   const ServerConfig& config_;
   AsyncEngine* engine_;
   EngineMetrics* metrics_;
+  ServingContext(const ServerConfig& config, AsyncEngine* engine, EngineMetrics* metrics,
+                 std::optional<ChatTemplate> chat_template, GenerationDefaults defaults);
+
   std::optional<ChatTemplate> chat_template_;
-  SamplingParams default_params_;
+  GenerationDefaults defaults_;
+  nlohmann::ordered_json default_template_kwargs_ = nlohmann::ordered_json::object();
+  std::atomic<int> server_load_{0};
+  EmbeddingRunner* embedder_ = nullptr;
   std::atomic<int> num_queued_{0};
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> id_counter_{0};
