@@ -295,3 +295,45 @@ def test_greedy_matches_the_float64_reference(pagellm_module, shared_dir, name):
     for out, ref in zip(outs, refs):
         assert out.prompt_token_ids == ref["prompt_ids"]
         assert out.outputs[0].token_ids == ref["out_ids"]
+
+
+def test_separate_tokenizer_and_generation_config(pagellm_module, stories_model, tmp_path):
+    """tokenizer= a directory of its own (vLLM's --tokenizer), generation_config "vllm" / a
+    directory, and override_generation_config, as vLLM's LLM applies them."""
+    import shutil
+    tok_dir = tmp_path / "tokenizer"
+    tok_dir.mkdir()
+    for name in os.listdir(stories_model):
+        if name.startswith("tokenizer") or name == "special_tokens_map.json":
+            shutil.copy(os.path.join(stories_model, name), tok_dir / name)
+    greedy = pagellm_module.SamplingParams(temperature=0.0, max_tokens=16)
+    base = pagellm_module.LLM(model=stories_model, kv_cache_memory_bytes=32 << 20)
+    expected = base.generate(["Once upon a time"], greedy, use_tqdm=False)[0].outputs[0]
+    del base
+    llm = pagellm_module.LLM(model=stories_model, tokenizer=str(tok_dir),
+                             kv_cache_memory_bytes=32 << 20)
+    got = llm.generate(["Once upon a time"], greedy, use_tqdm=False)[0].outputs[0]
+    assert got.token_ids == expected.token_ids and got.text == expected.text
+    assert llm.get_tokenizer().name_or_path == str(tok_dir)
+    del llm
+    with pytest.raises(ValueError):
+        pagellm_module.LLM(model=stories_model, tokenizer=str(tmp_path / "missing"))
+
+    gen_dir = tmp_path / "generation"
+    gen_dir.mkdir()
+    (gen_dir / "generation_config.json").write_text(
+        json.dumps({"temperature": 0.0, "top_k": 5, "max_new_tokens": 7}))
+    llm = pagellm_module.LLM(model=stories_model, generation_config=str(gen_dir),
+                             override_generation_config={"max_new_tokens": 3},
+                             kv_cache_memory_bytes=32 << 20)
+    defaults = llm.get_default_sampling_params()
+    assert defaults.temperature == 0.0 and defaults.top_k == 5 and defaults.max_tokens == 3
+    out = llm.generate(["Once upon a time"], use_tqdm=False)[0].outputs[0]
+    assert len(out.token_ids) == 3 and out.token_ids == expected.token_ids[:3]
+    del llm
+    llm = pagellm_module.LLM(model=stories_model, generation_config="vllm",
+                             kv_cache_memory_bytes=32 << 20)
+    assert llm.get_default_sampling_params().temperature == 1.0
+    del llm
+    with pytest.raises(ValueError):
+        pagellm_module.LLM(model=stories_model, generation_config=str(tmp_path / "nowhere"))

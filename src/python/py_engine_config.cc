@@ -28,6 +28,7 @@ void ThrowIfError(const Status& st) {
 EngineConfig EngineConfigFromDict(const py::dict& args) {
   EngineConfig c;
   Get(args, "model", c.model);
+  Get(args, "tokenizer", c.tokenizer);
   Get(args, "threads", c.threads);
   Get(args, "max_model_len", c.max_model_len);
   Get(args, "block_size", c.block_size);

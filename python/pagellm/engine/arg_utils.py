@@ -124,6 +124,7 @@ class EngineArgs:
     scheduling_policy: str = "fcfs"
     compilation_config: Optional[Union[dict, int]] = None
     generation_config: str = "auto"
+    override_generation_config: Optional[dict] = None
     enable_sleep_mode: bool = False
     model_impl: str = "auto"
     calculate_kv_scales: bool = False
@@ -152,11 +153,12 @@ class EngineArgs:
                     raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(_DTYPES)}")
                 logger.warning("%s=%r has no effect on this engine: %s", name,
                                getattr(self, name), why)
-        if self.tokenizer is not None and os.path.realpath(os.fspath(self.tokenizer)) != \
-                os.path.realpath(model):
-            raise NotImplementedError(
-                f"tokenizer={self.tokenizer!r}: pagellm uses the model's own tokenizer; a "
-                "separate tokenizer path is not supported yet")
+        tokenizer = None
+        if self.tokenizer is not None:
+            tokenizer = os.fspath(self.tokenizer)
+            if not os.path.exists(tokenizer):
+                raise ValueError(f"tokenizer={self.tokenizer!r}: no such file or directory "
+                                 "(models and tokenizers are local paths)")
         for name in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
@@ -168,11 +170,16 @@ class EngineArgs:
             raise NotImplementedError(
                 f"quantization={self.quantization!r}: pagellm reads the weight format from the "
                 "model files (safetensors F32/F16/BF16, GGUF F32/F16/BF16/Q8_0/Q4_0)")
-        if self.generation_config != "auto":
-            raise NotImplementedError(
-                f"generation_config={self.generation_config!r}: only 'auto' (the model's "
-                "generation_config.json) is supported by the offline API")
+        if self.generation_config not in ("auto", "vllm") and \
+                not os.path.isdir(os.fspath(self.generation_config)):
+            raise ValueError(f"generation_config={self.generation_config!r}: expected 'auto', "
+                             "'vllm' or a directory holding a generation_config.json")
+        if self.override_generation_config is not None and \
+                not isinstance(self.override_generation_config, dict):
+            raise TypeError("override_generation_config must be a dict")
         config: dict[str, Any] = {"model": model}
+        if tokenizer is not None:
+            config["tokenizer"] = tokenizer
         config["max_model_len"] = (None if self.max_model_len is None else
                                    parse_token_count(self.max_model_len))
         for name in ("block_size", "gpu_memory_utilization", "swap_space",

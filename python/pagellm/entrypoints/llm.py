@@ -1,6 +1,8 @@
 """vLLM's offline API: LLM(model, ...).generate(prompts, SamplingParams(...)) over pagellm's
 C++ engine (continuous batching in the calling thread, the GIL released while it steps)."""
 
+import json
+import os
 from typing import Any, Optional, Sequence, Union
 
 from pagellm import _pagellm
@@ -10,6 +12,28 @@ from pagellm.inputs import parse_prompts
 from pagellm.outputs import request_output_from_native
 from pagellm.sampling_params import SamplingParams
 from pagellm.transformers_utils.tokenizer import Tokenizer
+
+
+# generation_config.json keys that are sampling defaults, with their SamplingParams names.
+_GENERATION_KEYS = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k",
+                    "min_p": "min_p", "repetition_penalty": "repetition_penalty",
+                    "max_new_tokens": "max_tokens"}
+
+
+def _sampling_keys(config: dict) -> dict:
+    return {_GENERATION_KEYS[k]: v for k, v in config.items() if k in _GENERATION_KEYS}
+
+
+def generation_defaults(path: str) -> dict:
+    """SamplingParams keyword arguments from a generation_config.json (none if it is absent,
+    as vLLM falls back to its own defaults)."""
+    if not os.path.isfile(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if not isinstance(config, dict):
+        raise ValueError(f"{path}: expected a JSON object")
+    return _sampling_keys(config)
 
 
 class LLM:
@@ -39,14 +63,25 @@ class LLM:
         self.engine_args = args
         self._engine = _pagellm.Engine(args.create_engine_config())
         self._info = self._engine.info()
-        self._tokenizer = Tokenizer(self._engine.tokenizer(), str(model))
+        self._tokenizer = Tokenizer(self._engine.tokenizer(), str(tokenizer or model))
 
     def get_tokenizer(self) -> Tokenizer:
         return self._tokenizer
 
     def get_default_sampling_params(self) -> SamplingParams:
-        """vLLM's defaults with the model's generation_config.json applied."""
-        return SamplingParams(**self._info["default_sampling"])
+        """The sampling defaults vLLM derives from `generation_config`: "auto" applies the
+        model's generation_config.json over vLLM's defaults, "vllm" keeps vLLM's alone, a
+        directory applies its generation_config.json; `override_generation_config` goes on
+        top. Used when generate/chat get no SamplingParams."""
+        source = self.engine_args.generation_config
+        if source == "auto":
+            values = dict(self._info["default_sampling"])
+        elif source == "vllm":
+            values = {}
+        else:
+            values = generation_defaults(os.path.join(source, "generation_config.json"))
+        values.update(_sampling_keys(self.engine_args.override_generation_config or {}))
+        return SamplingParams(**values)
 
     def generate(self, prompts: Union[str, dict, Sequence[Union[str, dict]]],
                  sampling_params: Optional[Union[SamplingParams,
