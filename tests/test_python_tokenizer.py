@@ -57,6 +57,16 @@ def test_apply_chat_template_matches_jinja2_and_llm_chat_uses_it(pagellm_module,
     assert chat[0].prompt == prompt
     assert chat[0].prompt_token_ids == direct[0].prompt_token_ids
     assert chat[0].outputs[0].token_ids == direct[0].outputs[0].token_ids
+    # vLLM's content formats: "openai" hands the template a list of parts, "string" the text.
+    parts = [{"role": "user", "content": [{"type": "text", "text": "A"},
+                                          {"type": "text", "text": "B"}]}]
+    loop = ("{% for m in messages %}{% for p in m['content'] %}[{{ p['text'] }}]{% endfor %}"
+            "{% endfor %}")
+    assert tok.apply_chat_template(parts, chat_template=loop, tokenize=False,
+                                   chat_template_content_format="openai") == "[A][B]"
+    assert tok.apply_chat_template(parts, chat_template="{{ messages[0]['content'] }}",
+                                   tokenize=False,
+                                   chat_template_content_format="string") == "A\nB"
     # A batch of conversations.
     batch = llm.chat([conversation, conversation[1:]], greedy, chat_template=TEMPLATE,
                      use_tqdm=False)

@@ -119,9 +119,6 @@ class LLM:
             raise NotImplementedError("LoRA adapters are not supported by pagellm yet")
         if mm_processor_kwargs is not None:
             raise NotImplementedError("multimodal inputs are not supported by pagellm yet")
-        if chat_template_content_format not in ("auto", "string", "openai"):
-            raise ValueError("chat_template_content_format must be 'auto', 'string' or "
-                             f"'openai', got {chat_template_content_format!r}")
         if continue_final_message and add_generation_prompt and messages:
             # vLLM's rule: the two cannot both be set.
             raise ValueError("continue_final_message and add_generation_prompt cannot both "
@@ -138,6 +135,7 @@ class LLM:
                 conversation, tools=tools, chat_template=chat_template,
                 add_generation_prompt=add_generation_prompt,
                 continue_final_message=continue_final_message, tokenize=False,
+                chat_template_content_format=chat_template_content_format,
                 **(chat_template_kwargs or {}))
             ids = self._tokenizer.encode(text, add_special_tokens=False)
             prompts.append({"prompt": text, "prompt_token_ids": ids})

@@ -94,17 +94,24 @@ class Tokenizer:
                             chat_template: Optional[str] = None,
                             add_generation_prompt: bool = False,
                             continue_final_message: bool = False, tokenize: bool = True,
+                            chat_template_content_format: str = "auto",
                             **kwargs) -> Union[str, list]:
         """transformers' apply_chat_template: renders `conversation` (a list of
         {"role", "content", ...} messages); returns the ids (tokenize=True, no special tokens
         added beyond the template's) or the text. Extra keyword arguments reach the template
-        (e.g. enable_thinking)."""
+        (e.g. enable_thinking). chat_template_content_format (vLLM's): how message content
+        reaches the template, "string" (text parts joined) or "openai" (a list of parts);
+        "auto" detects what the template expects."""
         if not isinstance(conversation, (list, tuple)):
             raise TypeError("conversation must be a list of messages")
         if chat_template is not None:
             _check_text(chat_template, "chat_template")
+        if chat_template_content_format not in ("auto", "string", "openai"):
+            raise ValueError("chat_template_content_format must be 'auto', 'string' or "
+                             f"'openai', got {chat_template_content_format!r}")
         options = {"add_generation_prompt": bool(add_generation_prompt),
-                   "continue_final_message": bool(continue_final_message)}
+                   "continue_final_message": bool(continue_final_message),
+                   "content_format": chat_template_content_format}
         if tools is not None:
             options["tools"] = tools
         if documents is not None:
