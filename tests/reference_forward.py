@@ -262,6 +262,18 @@ def _rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
+def quantize_acts(x: np.ndarray, block: int) -> np.ndarray:
+    """A quantized-weight matmul's input as the engine rounds it (src/kernels/matmul.h): the
+    float32 values per token in blocks of `block` (32 for Q8_0-style, 256 for Q8_K-style),
+    d = amax / 127 in float32, q = roundf(x * (1/d)) (halves away from zero); returns q * d."""
+    x32 = x.astype(np.float32).reshape(x.shape[0], -1, block)
+    d = np.abs(x32).max(axis=-1, keepdims=True) / np.float32(127)
+    inv = np.divide(np.float32(1), d, out=np.zeros_like(d), where=d != 0)
+    v = (x32 * inv).astype(np.float64)
+    q = np.sign(v) * np.floor(np.abs(v) + 0.5)
+    return (q * d.astype(np.float64)).reshape(x.shape)
+
+
 def forward(cfg: dict, weights: dict, token_ids, positions=None,
             emulate_engine: bool = False, hidden: bool = False) -> np.ndarray:
     """logits [n_tokens, vocab] (float64) at every position of `token_ids`; with `hidden`, the

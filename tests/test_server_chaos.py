@@ -146,7 +146,7 @@ def test_keep_alive_and_idle_close(pagellm_binary, shared_dir, scratch_dir):
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /version HTTP/1.1\r\nHost: x\r\n\r\n")
         s.settimeout(5)
         data = b""
-        while data.count(b"HTTP/1.1 200") < 2:
+        while data.count(b"HTTP/1.1 200") < 2 or b"version" not in data:
             chunk = s.recv(65536)
             assert chunk, data
             data += chunk

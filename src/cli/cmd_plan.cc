@@ -8,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/vllm_compat_flags.h"
 #include "fmt/format.h"
 #include "model/config_parser.h"
 #include "model/model_weights.h"
@@ -77,7 +78,9 @@ StatusOr<ModelFacts> ReadModel(const PlanFlags& flags) {
   const bool is_dir = fs::is_directory(p);
   if (!is_dir && p.extension() == ".json") return ReadConfigOnly(flags.model);
   if (is_dir && !HasSafetensors(p)) return ReadConfigOnly((p / "config.json").string());
-  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadModel(flags.model));
+  // --dtype converts unquantized matrices at load, as `pagellm serve --dtype` does.
+  ASSIGN_OR_RETURN(std::optional<DType> cast, ParseWeightDtype(flags.dtype));
+  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadModel(flags.model, LoadOptions{cast}));
   ModelFacts f;
   f.path = flags.model;
   f.config = loaded->config;
@@ -327,8 +330,9 @@ CommandFn RegisterPlan(CLI::App& app) {
   app.add_option("--max-num-seqs", f->max_num_seqs, "Most requests running at once")
       ->capture_default_str();
   app.add_option("--dtype", f->dtype,
-                 "GPU weight/activation dtype: auto (the checkpoint's), bfloat16, float16, "
-                 "float32")
+                 "Weight dtype: auto (the checkpoint's), bfloat16, float16 (half), float32 "
+                 "(float); on the CPU, unquantized weight matrices converted to it at load as "
+                 "`serve --dtype` does; on a GPU plan, the weight and activation dtype")
       ->capture_default_str();
   app.add_option("--activation-memory", f->activation_memory,
                  "Measured activation peak per device, replacing the estimate");

@@ -310,6 +310,7 @@ int RunServe(ServeOptions& o) {
     so.threads = ec.threads;
     so.max_model_len = (*core)->max_model_len();
     so.block_size = ec.block_size;
+    so.float_matrix_dtype = ec.float_matrix_dtype;
     auto runner = EmbeddingRunner::Create(so, *pooler);
     if (!runner.ok()) {
       server.Stop();

@@ -10,9 +10,10 @@ namespace pagellm::cli {
 
 void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
   app.add_option("--dtype", f.dtype,
-                 "vLLM's model dtype: auto | half | float16 | bfloat16 | float | float32. Here "
-                 "weights keep the dtype they are stored in and arithmetic is float32 (exact), "
-                 "so any value other than auto only prints a note")
+                 "vLLM's model dtype: auto | half | float16 | bfloat16 | float | float32. "
+                 "Unquantized (F32/F16/BF16) weight matrices are converted to it at load "
+                 "(bfloat16 runs the AVX512-BF16 kernels); auto keeps them as stored. Quantized "
+                 "weights are unaffected; arithmetic accumulates in float32 either way")
       ->capture_default_str();
   app.add_option(
          "--tensor-parallel-size", f.tensor_parallel_size,
@@ -34,20 +35,7 @@ void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
 
 StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
   std::vector<std::string> notes;
-  if (dtype != "auto") {
-    static constexpr const char* kKnown[] = {"half", "float16", "bfloat16", "float", "float32"};
-    bool known = false;
-    for (const char* k : kKnown) known = known || dtype == k;
-    if (!known) {
-      return InvalidArgumentError(fmt::format(
-          "--dtype {}: expected auto, half, float16, bfloat16, float or float32", dtype));
-    }
-    notes.push_back(
-        fmt::format("--dtype {} has no effect on this engine: weights keep their stored dtype and "
-                    "the CPU backend "
-                    "computes in float32",
-                    dtype));
-  }
+  RETURN_IF_ERROR(ParseWeightDtype(dtype).status());
   if (tensor_parallel_size < 1 || pipeline_parallel_size < 1)
     return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
   if (tensor_parallel_size > 1 || pipeline_parallel_size > 1) {
@@ -74,6 +62,15 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
   if (!download_dir.empty())
     notes.push_back("--download-dir has no effect on this engine: models are local paths");
   return notes;
+}
+
+StatusOr<std::optional<DType>> ParseWeightDtype(const std::string& name) {
+  if (name == "auto") return std::optional<DType>();
+  if (name == "half" || name == "float16") return std::optional<DType>(DType::kF16);
+  if (name == "bfloat16") return std::optional<DType>(DType::kBF16);
+  if (name == "float" || name == "float32") return std::optional<DType>(DType::kF32);
+  return InvalidArgumentError(
+      fmt::format("--dtype {}: expected auto, half, float16, bfloat16, float or float32", name));
 }
 
 StatusOr<int> ParseTokenCount(const std::string& text) {

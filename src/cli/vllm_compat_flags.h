@@ -4,10 +4,12 @@
 // never silently ignored.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "pagellm/dtype.h"
 #include "pagellm/status.h"
 
 namespace pagellm::cli {
@@ -30,6 +32,10 @@ struct VllmCompatFlags {
 // -pp to them), --quantization/-q,
 // --trust-remote-code, --enforce-eager, --download-dir.
 void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& flags);
+
+// vLLM's --dtype: auto -> nullopt (weights as stored); half / float16 -> F16; bfloat16 -> BF16;
+// float / float32 -> F32 (EngineConfig::float_matrix_dtype). Anything else is InvalidArgument.
+StatusOr<std::optional<DType>> ParseWeightDtype(const std::string& name);
 
 // --max-model-len as vLLM reads it: an integer, or with a suffix k/m/g (powers of 1000) or
 // K/M/G (powers of 1024): "32k" = 32000, "32K" = 32768.

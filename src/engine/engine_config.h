@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/kv_cache_dtype.h"
+#include "pagellm/dtype.h"
 #include "pagellm/sampling_params.h"
 #include "pagellm/status.h"
 #include "sched/scheduler_config.h"
@@ -19,6 +20,9 @@ struct EngineConfig {
   std::string model;
   // --tokenizer: a directory with the tokenizer files; empty = the model's own.
   std::string tokenizer;
+  // --dtype: unquantized weight matrices converted to this type at load; nullopt ("auto"):
+  // as stored (LoadOptions::float_matrix_dtype). A speculative draft model keeps its own.
+  std::optional<DType> float_matrix_dtype;
   int threads = 0;  // 0 = all CPUs available to the process
   // --max-model-len; 0 = the model's max_position_embeddings.
   int32_t max_model_len = 0;

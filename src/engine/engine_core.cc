@@ -17,7 +17,8 @@
 namespace pagellm {
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model, LoadModel(config.model));
+  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model,
+                   LoadModel(config.model, LoadOptions{config.float_matrix_dtype}));
   std::unique_ptr<Tokenizer> tokenizer;
   if (config.tokenizer.empty()) {
     ASSIGN_OR_RETURN(tokenizer, LoadTokenizerForModel(*model));

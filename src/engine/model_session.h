@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct SessionOptions {
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
   std::vector<int> kv_cache_dtype_skip_layers;
   bool calculate_kv_scales = false;
+  std::optional<DType> float_matrix_dtype;  // --dtype (LoadOptions)
 };
 
 class ModelSession {

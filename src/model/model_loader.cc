@@ -39,6 +39,8 @@ class WeightBinder : public TensorBinder {
   // `file` must outlive the binder (it names the file in errors).
   void set_source(const std::string* file) { source_ = file; }  // named for missing tensors
   void set_store(WeightStore* store) { store_ = store; }        // owns what format binds repack
+  // LoadOptions::float_matrix_dtype: plain-float matrices are converted to it (into store_).
+  void set_float_matrix_dtype(std::optional<DType> t) { cast_to_ = t; }
   void Add(const TensorView* t, const std::string* file) { tensors_[t->name] = {t, file}; }
   bool Has(const std::string& name) const override { return tensors_.count(name) != 0; }
 
@@ -53,8 +55,24 @@ class WeightBinder : public TensorBinder {
     }
     // The format's load-time hook: in place for single-tensor formats (kernels read elements
     // in place, so it checks their alignment); a multi-tensor format repacks into store_.
-    const WeightTensor part{t.data, t.dtype, rows, cols};
-    StatusOr<WeightMatrix> m = f.bind(f, {&part, 1}, rows, cols, store_);
+    WeightTensor part{t.data, t.dtype, rows, cols};
+    const WeightFormat* bind_as = &f;
+    if (cast_to_ && IsPlainFloat(f) && t.dtype != *cast_to_) {
+      // Row by row through float32: F16 and BF16 values are exact in float32, and the
+      // conversion to the narrower type rounds to nearest even (the format's quantize).
+      const WeightFormat& to = GetWeightFormat(*cast_to_);
+      const int64_t row_bytes = cols * to.block_bytes;
+      uint8_t* out = store_->Allocate(rows * row_bytes);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        f.dequantize(t.data + r * cols * f.block_bytes, row.data(), cols);
+        to.quantize(row.data(), out + r * row_bytes, cols);
+      }
+      total_bytes_ += rows * row_bytes - static_cast<int64_t>(t.nbytes);
+      part = WeightTensor{out, *cast_to_, rows, cols};
+      bind_as = &to;
+    }
+    StatusOr<WeightMatrix> m = bind_as->bind(*bind_as, {&part, 1}, rows, cols, store_);
     if (!m.ok()) {
       return Status(m.status().code(),
                     fmt::format("{}: tensor '{}': {}", *e->file, name, m.status().message()));
@@ -150,6 +168,7 @@ class WeightBinder : public TensorBinder {
 
   const std::string* source_ = nullptr;
   WeightStore* store_ = nullptr;
+  std::optional<DType> cast_to_;
   std::unordered_map<std::string, Entry> tensors_;
   std::set<std::string> used_;
   int64_t total_bytes_ = 0;
@@ -248,7 +267,8 @@ Status OpenSafetensors(const std::string& dir, LoadedModel* m, WeightBinder* b,
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
+StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir,
+                                                       const LoadOptions& options) {
   auto m = std::make_unique<LoadedModel>();
   m->path = dir;
   m->format = "safetensors";
@@ -266,6 +286,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
   RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
   binder.set_source(&weights_source);
   binder.set_store(&m->repacked);
+  binder.set_float_matrix_dtype(options.float_matrix_dtype);
   RETURN_IF_ERROR(
       BindWeights(*GetArchSpec(m->config.arch).hf_tensors, binder, &m->config, &m->weights));
   RETURN_IF_ERROR(BindKvScales(binder, m->config, &m->weights));
@@ -274,7 +295,8 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf) {
+StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf,
+                                                     const LoadOptions& options) {
   auto m = std::make_unique<LoadedModel>();
   m->path = gguf->name();
   m->format = "gguf";
@@ -283,26 +305,28 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> g
   for (const TensorView& t : gguf->tensors()) binder.Add(&t, &gguf->name());
   binder.set_source(&gguf->name());
   binder.set_store(&m->repacked);
+  binder.set_float_matrix_dtype(options.float_matrix_dtype);
   RETURN_IF_ERROR(
       BindWeights(*GetArchSpec(m->config.arch).gguf_tensors, binder, &m->config, &m->weights));
   m->gguf = std::move(gguf);  // the views point into its mapping, which does not move
   return m;
 }
 
-StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path) {
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
+                                                 const LoadOptions& options) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return NotFoundError(path + ": no such file or directory");
   if (S_ISDIR(st.st_mode)) {
     std::string dir = path;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    return LoadHfDirectory(dir);
+    return LoadHfDirectory(dir, options);
   }
   if (path.ends_with(".safetensors") || path.ends_with(".json")) {
     return InvalidArgumentError(
         path + ": pass the model directory (with config.json), not a file inside it");
   }
   ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> gguf, GgufFile::Open(path));
-  return LoadGgufModel(std::move(gguf));
+  return LoadGgufModel(std::move(gguf), options);
 }
 
 }  // namespace pagellm

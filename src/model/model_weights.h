@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -68,10 +69,19 @@ struct LoadedModel {
 // Opens a Hugging Face directory (config.json + model.safetensors or sharded index) or a
 // .gguf file. Checks architecture, every tensor's presence, dtype and shape; errors name the
 // file and the tensor or key.
-StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path);
+struct LoadOptions {
+  // vLLM's --dtype for unquantized weights: every F32/F16/BF16 weight matrix is converted to
+  // this type at load (into memory the model owns; the file is left as it is) and the kernels
+  // of that type run it. nullopt keeps each matrix as stored. Quantized matrices, norms and
+  // biases (always read as float32) are unaffected.
+  std::optional<DType> float_matrix_dtype;
+};
+StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
+                                                 const LoadOptions& options = {});
 
 // Builds a model from an already parsed GGUF file (LoadModel's .gguf path after opening; also
 // lets tests and fuzzers load from memory). The returned model owns `gguf`.
-StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf);
+StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> gguf,
+                                                     const LoadOptions& options = {});
 
 }  // namespace pagellm

@@ -29,6 +29,18 @@ EngineConfig EngineConfigFromDict(const py::dict& args) {
   EngineConfig c;
   Get(args, "model", c.model);
   Get(args, "tokenizer", c.tokenizer);
+  // vLLM's dtype: unquantized weight matrices converted at load (EngineConfig).
+  std::string weight_dtype = "auto";
+  Get(args, "dtype", weight_dtype);
+  if (weight_dtype == "half" || weight_dtype == "float16") {
+    c.float_matrix_dtype = DType::kF16;
+  } else if (weight_dtype == "bfloat16") {
+    c.float_matrix_dtype = DType::kBF16;
+  } else if (weight_dtype == "float" || weight_dtype == "float32") {
+    c.float_matrix_dtype = DType::kF32;
+  } else if (weight_dtype != "auto") {
+    throw py::value_error("dtype must be auto, half, float16, bfloat16, float or float32");
+  }
   Get(args, "threads", c.threads);
   Get(args, "max_model_len", c.max_model_len);
   Get(args, "block_size", c.block_size);

@@ -50,7 +50,6 @@ _NO_EFFECT = {
     "logits_processors": "custom logits processors are not supported",
     "worker_cls": "one process, no workers",
     "prefix_caching_hash_algo": "block hashes are SHA-256 always",
-    "dtype": "weights keep their stored dtype and the CPU backend computes in float32",
 }
 
 _DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
@@ -149,8 +148,6 @@ class EngineArgs:
         defaults = self._defaults()
         for name, why in _NO_EFFECT.items():
             if getattr(self, name) != defaults[name]:
-                if name == "dtype" and self.dtype not in _DTYPES:
-                    raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(_DTYPES)}")
                 logger.warning("%s=%r has no effect on this engine: %s", name,
                                getattr(self, name), why)
         tokenizer = None
@@ -177,7 +174,9 @@ class EngineArgs:
         if self.override_generation_config is not None and \
                 not isinstance(self.override_generation_config, dict):
             raise TypeError("override_generation_config must be a dict")
-        config: dict[str, Any] = {"model": model}
+        if self.dtype not in _DTYPES:
+            raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(_DTYPES)}")
+        config: dict[str, Any] = {"model": model, "dtype": self.dtype}
         if tokenizer is not None:
             config["tokenizer"] = tokenizer
         config["max_model_len"] = (None if self.max_model_len is None else
