@@ -4,7 +4,8 @@
 #
 #   scripts/fuzz.sh [seconds=60] [target...]     e.g. scripts/fuzz.sh 300 gguf_fuzzer
 #
-# Seeds come from fuzz/corpus/<target>/ (read-only); new inputs go to
+# Seeds come from fuzz/corpus/<target>/ (read-only; the jinja fuzzer also reads
+# tests/chat_templates/); new inputs go to
 # build-fuzz/corpus/<target>/, crash/leak/timeout reproducers to build-fuzz/crashes/<target>/,
 # the full log to build-fuzz/<target>.log. Exits non-zero if any target found a failure.
 # Reproduce one with: build-fuzz/<target> build-fuzz/crashes/<target>/<file>
@@ -29,6 +30,8 @@ for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t" "build-fuzz/crashes/$t"
   seeds=()
   if [ -d "fuzz/corpus/$t" ]; then seeds+=("fuzz/corpus/$t"); fi
+  # The chat templates the tests render are seeds too (kept once, in tests/).
+  if [ "$t" = jinja_fuzzer ]; then seeds+=("tests/chat_templates"); fi
   echo "== $t: ${secs}s"
   set +e
   "build-fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=30 \
