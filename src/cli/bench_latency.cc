@@ -7,6 +7,7 @@
 
 #include "base/cpu_features.h"
 #include "cli/bench_commands.h"
+#include "cli/vllm_compat_flags.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
 #include "nlohmann/json.hpp"
@@ -22,6 +23,7 @@ struct LatencyOptions {
   int repetitions = 5;
   bool json = false;
   std::string kv_cache_dtype = "auto";
+  std::string dtype = "auto";  // --dtype, as the engine flag
 };
 
 double Median(std::vector<double> v) {
@@ -37,6 +39,10 @@ int RunLatency(const LatencyOptions& o) {
     so.kv_cache_dtype = *dt;
   else
     return Fail(dt.status().message());
+  if (auto wd = ParseWeightDtype(o.dtype); wd.ok())
+    so.float_matrix_dtype = *wd;
+  else
+    return Fail(wd.status().message());
   so.max_model_len = o.depth + std::max(o.prompt_tokens, o.gen_tokens) + 1;
   auto session = ModelSession::Open(so);
   if (!session.ok()) return Fail(session.status().message());
@@ -137,6 +143,10 @@ CommandFn RegisterBenchLatency(CLI::App& app) {
   app.add_option("--block-size", lat->session.block_size, "KV cache block size");
   app.add_option("--kv-cache-dtype", lat->kv_cache_dtype,
                  "KV cache element type (as the engine flag; auto = the model dtype)")
+      ->capture_default_str();
+  app.add_option("--dtype", lat->dtype,
+                 "Unquantized weight matrices converted to this type at load (as the engine "
+                 "flag: auto, half, float16, bfloat16, float, float32)")
       ->capture_default_str();
   app.add_flag("--json", lat->json, "Print one JSON object");
   return [=]() { return RunLatency(*lat); };
