@@ -6,6 +6,7 @@
 
 #include "backend/backend_factory.h"
 #include "engine/generation_utils.h"
+#include "engine/grammar_vocabulary.h"
 #include "engine/kv_cache_sizing.h"
 #include "engine/kv_calibration.h"
 #include "engine/model_session.h"
@@ -115,6 +116,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
                                        r.num_swap_blocks >= 2 ? r.num_swap_blocks : 0,
                                        e->pool_.get(), eos_ids));
   }
+  e->eos_ids_ = eos_ids;
   e->output_ =
       std::make_unique<OutputProcessor>(*e->tokenizer_, mc.vocab_size, eos_id, std::move(eos_ids));
   return e;
@@ -135,7 +137,19 @@ Status EngineCore::ValidateRequest(const EngineRequest& r) const {
   for (int32_t id : r.prompt_token_ids)
     if (id < 0 || id >= mc.vocab_size)
       return InvalidArgumentError(fmt::format("token id {} is out of vocabulary", id));
+  if (r.params.structured_outputs.has_value()) {
+    RETURN_IF_ERROR(CompileConstraint(*r.params.structured_outputs).status());
+  }
   return Status::Ok();
+}
+
+StatusOr<std::shared_ptr<const CompiledGrammar>> EngineCore::CompileConstraint(
+    const StructuredOutputs& spec) const {
+  std::call_once(grammar_once_, [this] {
+    grammar_ = std::make_unique<GrammarCompiler>(
+        BuildTokenVocabulary(*tokenizer_, model_->config.vocab_size, eos_ids_));
+  });
+  return grammar_->Compile(spec);
 }
 
 Status EngineCore::AddRequest(EngineRequest r) {
@@ -149,6 +163,12 @@ Status EngineCore::AddRequest(EngineRequest r) {
   req.cache_salt = r.cache_salt;
   req.skip_prefix_cache = r.params.prompt_logprobs.has_value();
   std::unique_ptr<RequestState> state = output_->NewState(r, limit, seeds_);
+  if (r.params.structured_outputs.has_value()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const CompiledGrammar> grammar,
+                     CompileConstraint(*r.params.structured_outputs));
+    state->matcher = std::make_unique<GrammarMatcher>(std::move(grammar));
+    state->mask.resize(state->matcher->grammar().vocab().mask_words());
+  }
   RETURN_IF_ERROR(scheduler_->AddRequest(std::move(req)));
   output_->Add(r.request_id, std::move(state));
   return Status::Ok();
@@ -248,14 +268,24 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
   Sampler& sampler = samplers_[thread];
   const int32_t vocab = model_->config.vocab_size;
   if (sched.num_spec_tokens == 0) {
-    const SamplingInput in{st.params, req.prompt_token_ids(), req.output_token_ids(),
-                           output_->eos_ids()};
+    SamplingInput in{st.params, req.prompt_token_ids(), req.output_token_ids(), output_->eos_ids()};
+    if (st.matcher && !FillGrammarMask(st, st.mask)) {
+      // The constraint admits no token here: end the request (with EOS as its last token).
+      output_->BeginOutput(sched.request_id, st, out);
+      output_->AppendToken(st, std::max(output_->eos_id(), 0), nullptr, out);
+      st.stop.FinishByConstraint();
+      return 0;
+    }
+    if (st.matcher) in.allowed_tokens = st.mask;
     const SampleResult s =
         sampler.Sample(std::span<const float>(forward_out_.row(last_row), vocab), in, st.rng);
     output_->BeginOutput(sched.request_id, st, out);
     const TokenLogprobEntry logprob =
         st.params.logprobs.has_value() ? ToLogprobEntry(s) : TokenLogprobEntry{};
+    // A token outside the mask is possible only when min_tokens masked every allowed one.
+    const bool accepted = !st.matcher || st.matcher->AcceptToken(s.token);
     output_->AppendToken(st, s.token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
+    if (st.matcher && (!accepted || st.matcher->IsTerminated())) st.stop.FinishByConstraint();
     return 0;
   }
   // Speculative decoding: rows [first_row, last_row] verify the drafts; the emitted tokens go
@@ -263,8 +293,13 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
   // or the length limit inside the accepted run ends it there.
   const int32_t first_row = last_row - sched.num_spec_tokens;
   const SpecRequestRef ref{&st.params, &st.rng, st.num_prompt_tokens, &st.spec};
+  if (st.matcher) {
+    FillDraftMasks(
+        st,
+        std::span<const int32_t>(sched.token_ids).last(static_cast<size_t>(sched.num_spec_tokens)));
+  }
   const RejectionResult rr = spec_->Verify(sched, req, ref, output_->eos_ids(), forward_out_,
-                                           first_row, vocab, sampler, thread);
+                                           first_row, vocab, sampler, thread, st.spec_masks);
   output_->BeginOutput(sched.request_id, st, out);
   for (size_t j = 0; j < rr.tokens.size(); ++j) {
     const int32_t token = rr.tokens[j];
@@ -274,10 +309,45 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
           std::span<const float>(forward_out_.row(first_row + static_cast<int32_t>(j)), vocab),
           token, *st.params.logprobs));
     }
-    if (output_->AppendToken(st, token, st.params.logprobs.has_value() ? &logprob : nullptr, out))
+    const bool accepted = !st.matcher || st.matcher->AcceptToken(token);
+    const bool done =
+        output_->AppendToken(st, token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
+    if (st.matcher && (!accepted || st.matcher->IsTerminated())) {
+      st.stop.FinishByConstraint();
       break;
+    }
+    if (done) break;
   }
   return rr.num_accepted;
+}
+
+bool EngineCore::FillGrammarMask(RequestState& st, std::span<uint64_t> mask) {
+  const auto start = std::chrono::steady_clock::now();
+  st.matcher->FillMask(mask);
+  grammar_mask_ns_.fetch_add(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count(),
+      std::memory_order_relaxed);
+  grammar_masks_.fetch_add(1, std::memory_order_relaxed);
+  return std::any_of(mask.begin(), mask.end(), [](uint64_t w) { return w != 0; });
+}
+
+void EngineCore::FillDraftMasks(RequestState& st, std::span<const int32_t> drafts) {
+  const size_t words = st.mask.size();
+  st.spec_masks.assign((drafts.size() + 1) * words, 0);
+  // Row j is the mask after drafts [0, j). Past the first draft the grammar forbids, the
+  // verifier rejects that draft and never reads later rows, which stay all-zero.
+  int advanced = 0;
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const std::span<uint64_t> row(st.spec_masks.data() + j * words, words);
+    FillGrammarMask(st, row);
+    if (j == drafts.size()) break;
+    const int32_t d = drafts[j];
+    const bool allowed = (row[d >> 6] >> (d & 63)) & 1;
+    if (!allowed || !st.matcher->AcceptToken(d)) break;
+    ++advanced;
+  }
+  st.matcher->Rollback(advanced);
 }
 
 std::vector<std::string> EngineCore::Update(const SchedulerOutput& sched, StepSamples& samples,
@@ -332,6 +402,15 @@ EngineStats EngineCore::stats() const {
   s.num_steps = num_steps_;
   s.num_speculative_tokens = spec_ ? spec_->config().num_speculative_tokens : 0;
   if (spec_) s.spec_decode = spec_->stats();
+  s.grammar_masks = grammar_masks_.load(std::memory_order_relaxed);
+  s.grammar_mask_seconds =
+      static_cast<double>(grammar_mask_ns_.load(std::memory_order_relaxed)) * 1e-9;
+  if (grammar_) {
+    const GrammarCompiler::Stats g = grammar_->stats();
+    s.grammar_cache_hits = g.hits;
+    s.grammar_cache_misses = g.misses;
+    s.grammar_compile_seconds = g.compile_seconds;
+  }
   s.num_free_blocks = kv.num_free_blocks();
   s.num_usable_blocks = kv.block_pool().num_usable_blocks();
   for (const std::string& id : scheduler_->RunningIds()) {

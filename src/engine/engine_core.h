@@ -10,8 +10,10 @@
 // the caller's thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "engine/engine_output.h"
 #include "engine/engine_stats.h"
 #include "engine/output_processor.h"
+#include "grammar/grammar_compiler.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "sample/sampler.h"
@@ -45,7 +48,10 @@ class EngineCore {
                                                       std::unique_ptr<Backend> backend);
 
   // Checks a request without touching engine state (safe from any thread): sampling params,
-  // prompt length against max_model_len, token ids against the vocabulary.
+  // prompt length against max_model_len, token ids against the vocabulary, and compiles its
+  // structured-output constraint (cached; an invalid schema, regex or grammar is an
+  // InvalidArgument saying where). The server calls it on its own threads, so compilation
+  // stays off the engine loop.
   Status ValidateRequest(const EngineRequest& request) const;
   Status AddRequest(EngineRequest request);
   // Aborts a request; its final output (FinishReason::kAbort) comes from the next Step().
@@ -100,6 +106,14 @@ class EngineCore {
   // reasons, final text), appending them to `outputs`; returns the ids that finished.
   std::vector<std::string> Update(const SchedulerOutput& sched, StepSamples& samples,
                                   std::vector<EngineOutput>& outputs);
+  // Structured outputs: the constraint's compiled grammar (the compiler is made on first use).
+  StatusOr<std::shared_ptr<const CompiledGrammar>> CompileConstraint(
+      const StructuredOutputs& spec) const;
+  // Fills st.mask from st.matcher (timed into the grammar stats); false when no token is allowed.
+  bool FillGrammarMask(RequestState& st, std::span<uint64_t> mask);
+  // Draft verification under a constraint: fills st.spec_masks with the masks at each of the
+  // d + 1 verified positions (the matcher tries the drafts and is rolled back).
+  void FillDraftMasks(RequestState& st, std::span<const int32_t> drafts);
   // With speculative decoding: the next step's drafts, then the draft state of the finished
   // requests is dropped.
   Status Speculate(const SchedulerOutput& sched, const SampledTokensMap& sampled,
@@ -119,6 +133,11 @@ class EngineCore {
   int64_t num_steps_ = 0;
   int32_t last_step_num_tokens_ = 0;
   std::unique_ptr<SpeculativeDecoder> spec_;  // null when speculative decoding is off
+  std::vector<int32_t> eos_ids_;              // ids that end generation (the grammar's EOS)
+  mutable std::once_flag grammar_once_;
+  mutable std::unique_ptr<GrammarCompiler> grammar_;
+  std::atomic<int64_t> grammar_masks_{0};
+  std::atomic<int64_t> grammar_mask_ns_{0};
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;

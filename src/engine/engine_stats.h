@@ -44,6 +44,13 @@ struct EngineStats {
   // Speculative decoding (cumulative); num_speculative_tokens = 0 when it is off.
   int32_t num_speculative_tokens = 0;
   SpecDecodeStats spec_decode;
+  // Structured outputs (cumulative): token masks built and the time spent building them, and
+  // the grammar compile cache (hits, misses = compilations, their total time).
+  int64_t grammar_masks = 0;
+  double grammar_mask_seconds = 0.0;
+  int64_t grammar_cache_hits = 0;
+  int64_t grammar_cache_misses = 0;
+  double grammar_compile_seconds = 0.0;
 };
 
 }  // namespace pagellm

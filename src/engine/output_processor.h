@@ -22,6 +22,7 @@
 #include "base/finish_reason.h"
 #include "base/forward_batch.h"
 #include "engine/engine_output.h"
+#include "grammar/grammar_matcher.h"
 #include "pagellm/outputs.h"
 #include "pagellm/sampling_params.h"
 #include "sample/sampler.h"
@@ -50,6 +51,11 @@ struct RequestState {
   std::vector<std::optional<TokenLogprobEntry>> prompt_logprobs;
   bool prompt_logprobs_sent = false;
   SpecRequestState spec;  // speculative decoding's part (src/spec/speculative_decoder.h)
+  // Structured outputs: the request's place in its grammar (null without a constraint) and
+  // its token-mask buffers ([mask words], and [drafts + 1][mask words] when verifying).
+  std::unique_ptr<GrammarMatcher> matcher;
+  std::vector<uint64_t> mask;
+  std::vector<uint64_t> spec_masks;
 };
 
 class OutputProcessor {

@@ -1,5 +1,6 @@
 #include "engine/sampling_params_json.h"
 
+#include "engine/structured_outputs_json.h"
 #include "fmt/format.h"
 
 namespace pagellm {
@@ -122,6 +123,8 @@ StatusOr<SamplingParams> ParseSamplingParams(const nlohmann::json& body,
       p.logit_bias.emplace_back(id, value.get<float>());
     }
   }
+  ASSIGN_OR_RETURN(std::optional<StructuredOutputs> constraint, ParseStructuredOutputs(body));
+  if (constraint.has_value()) p.structured_outputs = std::move(constraint);
   return p;
 }
 

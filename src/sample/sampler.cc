@@ -62,6 +62,7 @@ void Sampler::ProcessLogits(std::span<const float> logits, const SamplingInput& 
   const SamplingParams& p = input.params;
   work_.resize(vocab);
   for (size_t i = 0; i < vocab; ++i) work_[i] = Sanitize(logits[i]);
+  if (!input.allowed_tokens.empty()) ApplyAllowedTokens(input.allowed_tokens);
 
   // Duplicated ids add up; requests arrive as a JSON object, so they have none.
   for (const auto& [id, bias] : p.logit_bias) {
@@ -79,6 +80,18 @@ void Sampler::ProcessLogits(std::span<const float> logits, const SamplingInput& 
     }
   }
   ApplyPenalties(input);
+}
+
+void Sampler::ApplyAllowedTokens(std::span<const uint64_t> allowed) {
+  const size_t vocab = work_.size();
+  CHECK_EQ(allowed.size(), (vocab + 63) / 64) << "allowed-token mask of the wrong width";
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    const uint64_t bits = allowed[w];
+    if (bits == ~uint64_t{0}) continue;
+    const size_t end = std::min(vocab, (w + 1) * 64);
+    for (size_t i = w * 64; i < end; ++i)
+      if (!((bits >> (i & 63)) & 1)) work_[i] = kNegInf;
+  }
 }
 
 void Sampler::ApplyPenalties(const SamplingInput& input) {
@@ -326,7 +339,8 @@ int32_t Sampler::GreedyToken(std::span<const float> logits, const SamplingInput&
   const SamplingParams& p = input.params;
   const bool min_tokens_active = static_cast<int64_t>(input.output_ids.size()) < p.min_tokens &&
                                  (!input.eos_ids.empty() || !p.stop_token_ids.empty());
-  if (!p.logit_bias.empty() || min_tokens_active || HasPenalties(p)) {
+  if (!p.logit_bias.empty() || min_tokens_active || HasPenalties(p) ||
+      !input.allowed_tokens.empty()) {
     ProcessLogits(logits, input);
     return Argmax();
   }

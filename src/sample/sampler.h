@@ -1,9 +1,12 @@
 // Sampler: turns one request's logits row into the next token, following vLLM V1's sampler.
 //
 // Processing order (vLLM V1 vllm/v1/sample/sampler.py):
+//   0. a structured-output constraint (SamplingInput::allowed_tokens, a bitmask from the
+//      grammar engine, src/grammar/) sets every token it does not allow to -inf, before
+//      anything else (vLLM applies the grammar bitmask to the logits before its sampler).
 //   1. logprobs, when requested, come from the RAW logits: log_softmax before any of the steps
-//      below (vLLM's default logprobs_mode "raw_logprobs"), so bias, penalties, temperature and
-//      truncation never change the reported logprobs.
+//      below (vLLM's default logprobs_mode "raw_logprobs"), so the constraint mask, bias,
+//      penalties, temperature and truncation never change the reported logprobs.
 //   2. logit_bias is added; while fewer than min_tokens outputs exist, EOS ids and
 //      stop_token_ids are set to -inf (also under ignore_eos: vLLM masks its "all stop token
 //      ids", which always include the model's EOS).
@@ -73,6 +76,9 @@ struct SamplingInput {
   // Every id that ends generation by default (tokenizer EOS plus e.g. <|eot_id|>); masked
   // while min_tokens is not reached.
   std::span<const int32_t> eos_ids;
+  // Empty, or a bitmask over the logits row (bit id % 64 of word id / 64, (vocab + 63) / 64
+  // words): only ids whose bit is set may be produced (step 0).
+  std::span<const uint64_t> allowed_tokens = {};
 };
 
 class Sampler {
@@ -96,11 +102,11 @@ class Sampler {
   void ComputeProbs(std::span<const float> logits, const SamplingInput& input,
                     std::span<float> probs);
 
-  // Temperature after vLLM's clamp of (0, 0.01) to 0.01; 0 means greedy.
   // Logprob (log-softmax of the raw logits), rank and top-N alternatives of a given token: the
   // same figures Sample() reports, for tokens that were not sampled (prompt logprobs, echo).
   SampleResult ScoreToken(std::span<const float> logits, int32_t token, int num_logprobs);
 
+  // Temperature after vLLM's clamp of (0, 0.01) to 0.01; 0 means greedy.
   static float EffectiveTemperature(const SamplingParams& params);
   static bool IsGreedy(const SamplingParams& params) {
     return EffectiveTemperature(params) < kGreedyEpsilon;
@@ -116,7 +122,8 @@ class Sampler {
     float weight;  // unnormalized probability, exp((logit - max) / T)
   };
 
-  // Steps 2-3: copies `logits` into work_ and applies bias, min_tokens and penalties.
+  // Steps 0, 2-3: copies `logits` into work_ and applies the constraint mask, bias, min_tokens
+  // and penalties.
   void ProcessLogits(std::span<const float> logits, const SamplingInput& input);
   void ApplyPenalties(const SamplingInput& input);
   // Whether any repetition / frequency / presence penalty is set.
@@ -124,6 +131,8 @@ class Sampler {
     return p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
            p.presence_penalty != 0.0f;
   }
+  // Step 0 on work_.
+  void ApplyAllowedTokens(std::span<const uint64_t> allowed);
   // Lowest id among the largest work_ values.
   int32_t Argmax() const;
   // Step 5: fills cand_ with the kept tokens in ascending id order (and block_sums_); returns

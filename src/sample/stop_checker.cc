@@ -67,6 +67,12 @@ std::string StopChecker::Append(int32_t token_id, std::string_view token_text) {
   return out;
 }
 
+void StopChecker::FinishByConstraint() {
+  if (finished() && *finish_reason_ != FinishReason::kLength) return;
+  finish_reason_ = FinishReason::kStop;
+  stop_reason_ = std::monostate{};
+}
+
 void StopChecker::CheckStopStrings(size_t new_from) {
   size_t best_pos = std::string::npos;
   const std::string* best = nullptr;

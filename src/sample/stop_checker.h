@@ -59,6 +59,11 @@ class StopChecker {
   // finished().
   std::string Append(int32_t token_id, std::string_view token_text);
 
+  // Finishes with "stop" (stop_reason None) because a structured-output constraint is
+  // complete (or has no valid continuation); also overrides a "length" finish reached by the
+  // same token, as a stop token on the last allowed token does.
+  void FinishByConstraint();
+
   bool finished() const { return finish_reason_.has_value(); }
   std::optional<FinishReason> finish_reason() const { return finish_reason_; }
   const StopReason& stop_reason() const { return stop_reason_; }

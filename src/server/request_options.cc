@@ -54,6 +54,7 @@ const std::set<std::string>& KnownFields(Endpoint endpoint) {
       "prompt_logprobs", "add_special_tokens", "priority", "cache_salt", "request_id",
       "return_tokens_as_token_ids", "guided_json", "guided_regex", "guided_choice",
       "guided_grammar", "guided_decoding_backend", "structured_outputs", "bad_words",
+      "guided_whitespace_pattern", "guided_decoding", "grammar", "json_schema",
       "kv_transfer_params", "vllm_xargs", "echo", "max_completion_tokens", "best_of"};
   static const std::set<std::string> completions = [] {
     std::set<std::string> s = common;
@@ -79,20 +80,6 @@ Status CheckUnsupported(const json& body, Endpoint endpoint) {
     return InvalidArgumentError("allowed_token_ids is not supported by this server.");
   if (IsSet(body, "bad_words"))
     return InvalidArgumentError("bad_words is not supported by this server.");
-  for (const char* key :
-       {"guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs"}) {
-    if (IsSet(body, key))
-      return InvalidArgumentError(
-          fmt::format("'{}': structured output is not supported by this server.", key));
-  }
-  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string())
-      return InvalidArgumentError("'response_format' must be an object with a string 'type'");
-    if ((*it)["type"] != "text")
-      return InvalidArgumentError(
-          "response_format of type json_object / json_schema (structured output) is not "
-          "supported by this server.");
-  }
   if (endpoint == Endpoint::kCompletions && IsSet(body, "suffix"))
     return InvalidArgumentError("suffix is not currently supported");
   if (endpoint == Endpoint::kChat) {

@@ -72,7 +72,8 @@ RejectionResult SpeculativeDecoder::Verify(const ScheduledRequest& sched, const 
                                            const SpecRequestRef& ref,
                                            std::span<const int32_t> eos_ids,
                                            const ForwardOutput& logits, int32_t first_row,
-                                           int32_t vocab, Sampler& sampler, int thread) {
+                                           int32_t vocab, Sampler& sampler, int thread,
+                                           std::span<const uint64_t> allowed_tokens) {
   VerifyScratch& scratch = scratch_[thread];
   const SamplingParams& params = *ref.params;
   const int32_t d = sched.num_spec_tokens;
@@ -84,6 +85,11 @@ RejectionResult SpeculativeDecoder::Verify(const ScheduledRequest& sched, const 
   outputs.assign(req.output_token_ids().begin(), req.output_token_ids().end());
   const size_t num_outputs = outputs.size();
   outputs.insert(outputs.end(), drafts.begin(), drafts.end());
+  const size_t mask_words = (static_cast<size_t>(vocab) + 63) / 64;
+  auto row_mask = [&](int32_t j) -> std::span<const uint64_t> {
+    if (allowed_tokens.empty()) return {};
+    return allowed_tokens.subspan(static_cast<size_t>(j) * mask_words, mask_words);
+  };
   RejectionResult rr;
   if (Sampler::IsGreedy(params)) {
     // Only the target's greedy token per position matters: no probability rows.
@@ -91,7 +97,8 @@ RejectionResult SpeculativeDecoder::Verify(const ScheduledRequest& sched, const 
     targets.resize(static_cast<size_t>(d) + 1);
     for (int32_t j = 0; j <= d; ++j) {
       const SamplingInput in{params, req.prompt_token_ids(),
-                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids};
+                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids,
+                             row_mask(j)};
       targets[j] =
           sampler.GreedyToken(std::span<const float>(logits.row(first_row + j), vocab), in);
     }
@@ -101,7 +108,8 @@ RejectionResult SpeculativeDecoder::Verify(const ScheduledRequest& sched, const 
     probs.resize(static_cast<size_t>(d + 1) * vocab);
     for (int32_t j = 0; j <= d; ++j) {
       const SamplingInput in{params, req.prompt_token_ids(),
-                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids};
+                             std::span<const int32_t>(outputs).first(num_outputs + j), eos_ids,
+                             row_mask(j)};
       sampler.ComputeProbs(std::span<const float>(logits.row(first_row + j), vocab), in,
                            std::span<float>(probs.data() + int64_t{j} * vocab, vocab));
     }

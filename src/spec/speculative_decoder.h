@@ -87,10 +87,15 @@ class SpeculativeDecoder {
   // [first_row, first_row + drafts] of `logits` (rejection sampling; greedy requests by argmax).
   // Returns the accepted drafts followed by one recovered or bonus token. Safe to call in
   // parallel for different requests with distinct `thread` (< the pool's thread count).
+  // allowed_tokens: empty, or a structured-output constraint's [drafts + 1][mask words] token
+  // masks, row j for the position after drafts [0, j) (SamplingInput::allowed_tokens): the
+  // target's distribution at each position is the constrained one, so a draft the grammar
+  // forbids has target probability 0 and is rejected.
   RejectionResult Verify(const ScheduledRequest& sched, const Request& req,
                          const SpecRequestRef& ref, std::span<const int32_t> eos_ids,
                          const ForwardOutput& logits, int32_t first_row, int32_t vocab_size,
-                         Sampler& sampler, int thread);
+                         Sampler& sampler, int thread,
+                         std::span<const uint64_t> allowed_tokens = {});
   // Records one verification (the acceptance counters and the draft policy's estimate).
   void Observe(const std::string& request_id, int32_t num_drafts, int32_t num_accepted);
 
