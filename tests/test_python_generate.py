@@ -338,3 +338,24 @@ def test_separate_tokenizer_and_generation_config(pagellm_module, stories_model,
     del llm
     with pytest.raises(ValueError):
         pagellm_module.LLM(model=stories_model, generation_config=str(tmp_path / "nowhere"))
+
+
+def test_truncate_prompt_tokens(pagellm_module, stories_model):
+    """SamplingParams.truncate_prompt_tokens keeps the last k prompt tokens, as vLLM does."""
+    llm = pagellm_module.LLM(model=stories_model, kv_cache_memory_bytes=32 << 20)
+    text = "Once upon a time there was a little girl named Lily who liked to play"
+    ids = llm.get_tokenizer().encode(text)
+    params = pagellm_module.SamplingParams(temperature=0.0, max_tokens=8,
+                                           truncate_prompt_tokens=5)
+    got = llm.generate([text], params, use_tqdm=False)[0]
+    assert got.prompt_token_ids == ids[-5:]
+    ref = llm.generate([{"prompt_token_ids": ids[-5:]}],
+                       pagellm_module.SamplingParams(temperature=0.0, max_tokens=8),
+                       use_tqdm=False)[0]
+    assert got.outputs[0].token_ids == ref.outputs[0].token_ids
+    whole = llm.generate([text], pagellm_module.SamplingParams(
+        temperature=0.0, max_tokens=8, truncate_prompt_tokens=-1), use_tqdm=False)[0]
+    assert whole.prompt_token_ids == ids
+    for bad in (0, -2):
+        with pytest.raises(ValueError, match="truncate_prompt_tokens"):
+            pagellm_module.SamplingParams(truncate_prompt_tokens=bad)

@@ -80,8 +80,11 @@ class SamplingParams:
         self.frequency_penalty = float(self.frequency_penalty)
         self.repetition_penalty = float(self.repetition_penalty)
         self._verify_args()
-        for name, default in (("allowed_token_ids", None), ("bad_words", None),
-                              ("truncate_prompt_tokens", None)):
+        if self.truncate_prompt_tokens is not None and (
+                self.truncate_prompt_tokens < -1 or self.truncate_prompt_tokens == 0):
+            raise ValueError("truncate_prompt_tokens must be >= 1 or -1 (the model's maximum "
+                             f"length), got {self.truncate_prompt_tokens}")
+        for name, default in (("allowed_token_ids", None), ("bad_words", None)):
             if getattr(self, name) != default:
                 raise NotImplementedError(f"SamplingParams.{name} is not supported by pagellm yet")
         if not self.spaces_between_special_tokens:

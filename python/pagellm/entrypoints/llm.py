@@ -95,6 +95,7 @@ class LLM:
             raise NotImplementedError("LoRA adapters are not supported by pagellm yet")
         parsed = parse_prompts(prompts)
         params = self._resolve_params(sampling_params, len(parsed))
+        parsed = self._truncate(parsed, params)
         if priority is not None:
             if not isinstance(priority, (list, tuple)) or len(priority) != len(parsed):
                 raise ValueError("The lengths of prompts and priority must be the same.")
@@ -167,6 +168,21 @@ class LLM:
             p._verify_args()  # fields may have been changed after construction
             self._engine.validate(p)
         return params
+
+    def _truncate(self, parsed: list, params: list) -> list:
+        """truncate_prompt_tokens: the last k tokens of each prompt (k = -1: max_model_len),
+        tokenized as the engine tokenizes a text prompt."""
+        out = []
+        for i, (text, ids) in enumerate(parsed):
+            k = params[i if len(params) > 1 else 0].truncate_prompt_tokens
+            if k is not None:
+                if k == -1:
+                    k = self._info["max_model_len"]
+                if ids is None:
+                    ids = self._tokenizer.encode(text, add_special_tokens=True)
+                ids = ids[-k:]
+            out.append((text, ids))
+        return out
 
     def _run(self, parsed: list, params: list, priority: list, use_tqdm: bool) -> list:
         native_prompts = [ids if ids is not None else text for text, ids in parsed]
