@@ -1,5 +1,6 @@
 """Sampling parameters for text generation, named, defaulted and checked as vLLM's."""
 
+import json
 import math
 import warnings
 from dataclasses import dataclass
@@ -17,6 +18,53 @@ def _is_int(value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class StructuredOutputsParams:
+    """vLLM's StructuredOutputsParams (GuidedDecodingParams in older vLLM): exactly one of
+    json (a JSON Schema, as a dict or JSON text), regex, choice, grammar (GBNF / EBNF) or
+    json_object; whitespace_pattern optionally restricts the whitespace of JSON output. The
+    engine's grammar engine enforces it (docs/STRUCTURED_OUTPUTS.md)."""
+
+    json: Optional[Union[str, dict]] = None
+    regex: Optional[str] = None
+    choice: Optional[list[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+    whitespace_pattern: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        given = [name for name in ("json", "regex", "choice", "grammar")
+                 if getattr(self, name) is not None]
+        if self.json_object:
+            given.append("json_object")
+        if len(given) != 1:
+            raise ValueError("You must use one kind of structured outputs constraint but got "
+                             f"{len(given)}: {', '.join(given) or 'none'}")
+        if isinstance(self.json, str):
+            try:
+                self.json = json.loads(self.json)
+            except ValueError as e:
+                raise ValueError(f"structured_outputs.json is not valid JSON: {e}") from None
+        if self.choice is not None and (not isinstance(self.choice, (list, tuple)) or not all(
+                isinstance(c, str) for c in self.choice)):
+            raise TypeError("structured_outputs.choice must be a list of str")
+
+    def to_request(self) -> dict:
+        """The constraint in vLLM's request spelling ({"json": ..., ...})."""
+        out = {}
+        for name in ("json", "regex", "grammar", "whitespace_pattern"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.choice is not None:
+            out["choice"] = list(self.choice)
+        if self.json_object:
+            out["json_object"] = True
+        return out
+
+
+GuidedDecodingParams = StructuredOutputsParams
 
 
 @dataclass
@@ -53,9 +101,19 @@ class SamplingParams:
     bad_words: Optional[list[str]] = None
     truncate_prompt_tokens: Optional[int] = None
     extra_args: Optional[dict[str, Any]] = None
+    structured_outputs: Optional[StructuredOutputsParams] = None
+    guided_decoding: Optional[StructuredOutputsParams] = None  # older vLLM's name
 
     def __post_init__(self) -> None:
         self._check_types()
+        if self.guided_decoding is not None:
+            if self.structured_outputs is not None:
+                raise ValueError("Only one of structured_outputs and guided_decoding may be set")
+            self.structured_outputs = self.guided_decoding
+            self.guided_decoding = None
+        if self.structured_outputs is not None and not isinstance(self.structured_outputs,
+                                                                  StructuredOutputsParams):
+            raise TypeError("structured_outputs must be a StructuredOutputsParams")
         if self.best_of is not None and self.best_of != self.n:
             # vLLM V1 no longer supports best_of; an explicit value other than n is refused there too.
             raise ValueError("best_of must be equal to n, got n=%d and best_of=%d." %
@@ -100,6 +158,12 @@ class SamplingParams:
             self.top_p = 1.0
             self.top_k = 0
             self.min_p = 0.0
+
+    def _structured_outputs_json(self) -> Optional[str]:
+        """For the engine: {"structured_outputs": {...}} as JSON text, or None."""
+        if self.structured_outputs is None:
+            return None
+        return json.dumps({"structured_outputs": self.structured_outputs.to_request()})
 
     def _check_types(self) -> None:
         ints = ("n", "top_k", "min_tokens")

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "base/finish_reason.h"
+#include "engine/structured_outputs_json.h"
 #include "pybind11/stl.h"
 
 namespace py = pybind11;
@@ -121,6 +122,17 @@ SamplingParams ToSamplingParams(py::handle obj) {
   p.prompt_logprobs = OptionalIntAttr<int>(obj, "prompt_logprobs");
   p.include_stop_str_in_output = BoolAttr(obj, "include_stop_str_in_output");
   p.skip_special_tokens = BoolAttr(obj, "skip_special_tokens");
+  // Structured outputs go through the request parser the server uses, so every spelling and
+  // check is the same (engine/structured_outputs_json.h).
+  if (py::hasattr(obj, "_structured_outputs_json")) {
+    py::object so = obj.attr("_structured_outputs_json")();
+    if (!so.is_none()) {
+      const nlohmann::json body = nlohmann::json::parse(so.cast<std::string>());
+      StatusOr<std::optional<StructuredOutputs>> parsed = ParseStructuredOutputs(body);
+      if (!parsed.ok()) throw py::value_error(parsed.status().message());
+      p.structured_outputs = *parsed;
+    }
+  }
   py::object bias = obj.attr("logit_bias");
   if (!bias.is_none()) {
     for (auto item : py::cast<py::dict>(bias)) {
