@@ -164,3 +164,28 @@ def test_aborted_request_counted(server):
                - before.get("vllm:request_success_total", finished_reason="abort"))
     assert aborted in (0, 1)  # 0 only if all 500 tokens were out before the hang-up was seen
     assert m.get("vllm:kv_cache_usage_perc") == 0
+
+
+def test_structured_output_counters(server):
+    """pagellm's structured-output counters: masks built, compile-cache misses then hits."""
+    before = server.metrics()
+    body = {"model": MODEL_NAME, "prompt": "Once upon a time", "max_tokens": 8,
+            "structured_outputs": {"choice": ["yes", "no"]}}
+    for _ in range(2):
+        status, out = server.post("/v1/completions", body)
+        assert status == 200 and out["choices"][0]["text"] in ("yes", "no"), out
+    m = server.metrics()
+
+    def delta(name):
+        return m.get(name, model_name=MODEL_NAME) - before.get(name, model_name=MODEL_NAME)
+
+    for name in ("pagellm:structured_output_masks_total",
+                 "pagellm:structured_output_compile_cache_hits_total",
+                 "pagellm:structured_output_compile_cache_misses_total",
+                 "pagellm:structured_output_mask_seconds_total",
+                 "pagellm:structured_output_compile_seconds_total"):
+        assert m.types.get(name[:-len("_total")]) == "counter" or m.types.get(name) == "counter", name
+    assert delta("pagellm:structured_output_masks_total") >= 2
+    assert delta("pagellm:structured_output_compile_cache_misses_total") == 1
+    assert delta("pagellm:structured_output_compile_cache_hits_total") >= 1
+    assert delta("pagellm:structured_output_compile_seconds_total") > 0

@@ -123,6 +123,20 @@ EngineMetrics::EngineMetrics(const EngineMetricsConfig& c)
           With(Base(c), "position", std::to_string(pos))));
     }
   }
+  // Structured outputs (pagellm's own; vLLM exports none): grammar token masks and the
+  // grammar compile cache, from EngineStats.
+  grammar_masks_ = &registry_.AddCounter("pagellm:structured_output_masks",
+                                         "Grammar token masks built for sampling.", Base(c));
+  grammar_mask_seconds_ =
+      &registry_.AddCounter("pagellm:structured_output_mask_seconds",
+                            "Time spent building grammar token masks.", Base(c));
+  grammar_cache_hits_ = &registry_.AddCounter(
+      "pagellm:structured_output_compile_cache_hits",
+      "Constraints whose compiled grammar came from the compile cache.", Base(c));
+  grammar_cache_misses_ = &registry_.AddCounter("pagellm:structured_output_compile_cache_misses",
+                                                "Constraints compiled.", Base(c));
+  grammar_compile_seconds_ = &registry_.AddCounter("pagellm:structured_output_compile_seconds",
+                                                   "Time spent compiling constraints.", Base(c));
   // An info metric: constant 1, the configuration in its labels (engine label last, as vLLM).
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
@@ -183,6 +197,16 @@ void EngineMetrics::UpdateEngineStats(const EngineStats& s) {
   advance(preemptions_, s.num_preemptions, last_preemptions_);
   advance(prefix_queries_, s.prefix_cache_queries, last_prefix_queries_);
   advance(prefix_hits_, s.prefix_cache_hits, last_prefix_hits_);
+  advance(*grammar_masks_, s.grammar_masks, last_grammar_masks_);
+  advance(*grammar_cache_hits_, s.grammar_cache_hits, last_grammar_cache_hits_);
+  advance(*grammar_cache_misses_, s.grammar_cache_misses, last_grammar_cache_misses_);
+  auto advance_seconds = [](Counter& c, double now, double& last) {
+    c.Inc(now >= last ? now - last : now);
+    last = now;
+  };
+  advance_seconds(*grammar_mask_seconds_, s.grammar_mask_seconds, last_grammar_mask_seconds_);
+  advance_seconds(*grammar_compile_seconds_, s.grammar_compile_seconds,
+                  last_grammar_compile_seconds_);
   if (spec_drafts_ != nullptr) {
     const SpecDecodeStats& now = s.spec_decode;
     const SpecDecodeStats delta =

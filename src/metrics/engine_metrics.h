@@ -106,6 +106,17 @@ class EngineMetrics {
   int64_t last_preemptions_ = 0;
   int64_t last_prefix_queries_ = 0;
   int64_t last_prefix_hits_ = 0;
+  // Structured outputs.
+  Counter* grammar_masks_ = nullptr;
+  Counter* grammar_mask_seconds_ = nullptr;
+  Counter* grammar_cache_hits_ = nullptr;
+  Counter* grammar_cache_misses_ = nullptr;
+  Counter* grammar_compile_seconds_ = nullptr;
+  int64_t last_grammar_masks_ = 0;
+  int64_t last_grammar_cache_hits_ = 0;
+  int64_t last_grammar_cache_misses_ = 0;
+  double last_grammar_mask_seconds_ = 0.0;
+  double last_grammar_compile_seconds_ = 0.0;
   // Speculative decoding (null / empty when off).
   Counter* spec_drafts_ = nullptr;
   Counter* spec_draft_tokens_ = nullptr;
