@@ -17,20 +17,7 @@ import subprocess
 
 import numpy as np
 
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        assert info["dtype"] == "F32", info
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"])
-    return tensors
+from reference_forward import read_safetensors
 
 
 def bf16_bits(x):
@@ -75,7 +62,8 @@ def copy_model(src, dst, matrix_dtype):
         if name.endswith(".json") or name.startswith("tokenizer"):
             shutil.copy(os.path.join(src, name), dst / name)
     tensors = {}
-    for name, t in read_safetensors(os.path.join(src, "model.safetensors")).items():
+    for name, t in read_safetensors(os.path.join(src, "model.safetensors"),
+                                    to_float64=False).items():
         if t.ndim != 2:
             tensors[name] = ("F32", t.shape, t.astype("<f4").tobytes())
         elif matrix_dtype == "BF16":

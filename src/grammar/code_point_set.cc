@@ -153,4 +153,23 @@ GrammarSymbol CodePointSet::ToSymbol(Grammar& g, std::string_view name) const {
   return Grammar::Ref(rule);
 }
 
+std::optional<uint32_t> ParseHexDigits(std::string_view text, int digits) {
+  if (text.size() < static_cast<size_t>(digits)) return std::nullopt;
+  uint32_t v = 0;
+  for (int i = 0; i < digits; ++i) {
+    const char h = text[static_cast<size_t>(i)];
+    int d;
+    if (h >= '0' && h <= '9')
+      d = h - '0';
+    else if (h >= 'a' && h <= 'f')
+      d = h - 'a' + 10;
+    else if (h >= 'A' && h <= 'F')
+      d = h - 'A' + 10;
+    else
+      return std::nullopt;
+    v = v * 16 + static_cast<uint32_t>(d);
+  }
+  return v;
+}
+
 }  // namespace pagellm

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -38,5 +39,9 @@ class CodePointSet {
   void Normalize();
   std::vector<std::pair<uint32_t, uint32_t>> ranges_;
 };
+
+// The value of the `digits` hex digits that start `text` (the HH of an escape \xHH, \uHHHH,
+// \UHHHHHHHH in GBNF and regexes); nullopt when text is shorter or one is not a hex digit.
+std::optional<uint32_t> ParseHexDigits(std::string_view text, int digits);
 
 }  // namespace pagellm

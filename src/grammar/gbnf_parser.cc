@@ -1,5 +1,7 @@
 #include "grammar/gbnf_parser.h"
 
+#include <algorithm>
+#include <cctype>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -265,21 +267,15 @@ class GbnfParser {
   }
 
   StatusOr<uint32_t> ParseHex(int digits) {
-    uint32_t v = 0;
-    for (int i = 0; i < digits; ++i) {
-      const char h = Peek();
-      int d;
-      if (h >= '0' && h <= '9')
-        d = h - '0';
-      else if (h >= 'a' && h <= 'f')
-        d = h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F')
-        d = h - 'A' + 10;
-      else
-        return Error("expected a hex digit");
-      v = v * 16 + static_cast<uint32_t>(d);
-      ++pos_;
+    const std::optional<uint32_t> parsed =
+        ParseHexDigits(text_.substr(std::min(pos_, text_.size())), digits);
+    if (!parsed) {
+      // The error points at the first character that is not a hex digit.
+      for (int i = 0; i < digits && std::isxdigit(static_cast<unsigned char>(Peek())); ++i) ++pos_;
+      return Error("expected a hex digit");
     }
+    pos_ += static_cast<size_t>(digits);
+    const uint32_t v = *parsed;
     if (v > CodePointSet::kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF))
       return Error("escape is not a Unicode scalar value");
     return v;

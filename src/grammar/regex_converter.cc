@@ -1,5 +1,8 @@
 #include "grammar/regex_converter.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include "base/utf8.h"
 #include "fmt/format.h"
 #include "grammar/code_point_set.h"
@@ -240,22 +243,16 @@ class RegexParser {
       case 'x':
       case 'u': {
         const int digits = e == 'x' ? 2 : 4;
-        uint32_t v = 0;
-        for (int i = 0; i < digits; ++i) {
-          const char h = Peek();
-          int d;
-          if (h >= '0' && h <= '9')
-            d = h - '0';
-          else if (h >= 'a' && h <= 'f')
-            d = h - 'a' + 10;
-          else if (h >= 'A' && h <= 'F')
-            d = h - 'A' + 10;
-          else
-            return Error("expected a hex digit");
-          v = v * 16 + static_cast<uint32_t>(d);
-          ++pos_;
+        const std::optional<uint32_t> v =
+            ParseHexDigits(re_.substr(std::min(pos_, re_.size())), digits);
+        if (!v) {
+          // The error points at the first character that is not a hex digit.
+          for (int i = 0; i < digits && std::isxdigit(static_cast<unsigned char>(Peek())); ++i)
+            ++pos_;
+          return Error("expected a hex digit");
         }
-        s.Add(v);
+        pos_ += static_cast<size_t>(digits);
+        s.Add(*v);
         return s;
       }
       case 'b':

@@ -75,16 +75,7 @@ void MatMulDecodeBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
 
 #define PAGELLM_DECODE_KERNEL(T) \
   template void MatMulDecodeBlock<T>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
-PAGELLM_DECODE_KERNEL(DType::kQ4_1)
-PAGELLM_DECODE_KERNEL(DType::kQ5_0)
-PAGELLM_DECODE_KERNEL(DType::kQ5_1)
-PAGELLM_DECODE_KERNEL(DType::kIQ4_NL)
-PAGELLM_DECODE_KERNEL(DType::kQ2_K)
-PAGELLM_DECODE_KERNEL(DType::kQ3_K)
-PAGELLM_DECODE_KERNEL(DType::kQ4_K)
-PAGELLM_DECODE_KERNEL(DType::kQ5_K)
-PAGELLM_DECODE_KERNEL(DType::kQ6_K)
-PAGELLM_DECODE_KERNEL(DType::kIQ4_XS)
+PAGELLM_FOR_EACH_DECODE_TYPE(PAGELLM_DECODE_KERNEL)
 #undef PAGELLM_DECODE_KERNEL
 
 }  // namespace pagellm::kernels_internal::avx2

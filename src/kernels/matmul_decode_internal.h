@@ -225,6 +225,22 @@ inline void DecodeSuperCodes(const uint8_t* p, int8_t* q) {
 
 // ---- Kernels ------------------------------------------------------------------------------------
 
+// The types of the decoding family, once: X(type) for each (each SIMD level's file
+// instantiates its MatMulDecodeBlock for all of them).
+// clang-format off
+#define PAGELLM_FOR_EACH_DECODE_TYPE(X) \
+  X(DType::kQ4_1) \
+  X(DType::kQ5_0) \
+  X(DType::kQ5_1) \
+  X(DType::kIQ4_NL) \
+  X(DType::kQ2_K) \
+  X(DType::kQ3_K) \
+  X(DType::kQ4_K) \
+  X(DType::kQ5_K) \
+  X(DType::kQ6_K) \
+  X(DType::kIQ4_XS)
+// clang-format on
+
 namespace scalar {
 template <DType kType>
 void MatMulDecodeBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);

@@ -44,15 +44,10 @@ std::string PeerAddress(int fd) {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  char text[INET6_ADDRSTRLEN] = {0};
-  if (addr.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&addr)->sin_addr, text, sizeof(text));
-  } else if (addr.ss_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&addr)->sin6_addr, text, sizeof(text));
-  } else {
-    return "local";
-  }
-  return text;
+  std::string ip;
+  int port = 0;
+  SocketAddressText(addr, &ip, &port);
+  return ip.empty() ? "local" : ip;
 }
 
 // The soft limit on open files raised to the hard one; returns the soft limit in force.
@@ -90,6 +85,20 @@ const char* ErrorType(int status) {
 }
 
 }  // namespace
+
+void SocketAddressText(const sockaddr_storage& addr, std::string* ip, int* port) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    *port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    *port = ntohs(in6->sin6_port);
+  }
+  *ip = text;
+}
 
 HeadScan ScanRequestHead(std::string_view received, size_t max_head_bytes) {
   HeadScan scan;

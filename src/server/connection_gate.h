@@ -16,6 +16,8 @@
 // the callback's (GatedHttpServer hands the socket to cpp-httplib's request processing).
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -54,6 +56,9 @@ struct HeadScan {
   int64_t content_length = 0;  // 0 when absent; -1: chunked or malformed (length unknown)
 };
 HeadScan ScanRequestHead(std::string_view received, size_t max_head_bytes);
+
+// The IP text and port of a socket address; ip stays empty for families other than IPv4/IPv6.
+void SocketAddressText(const sockaddr_storage& addr, std::string* ip, int* port);
 
 class ConnectionGate {
  public:

@@ -1,7 +1,5 @@
 #include "server/gate_stream.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -10,23 +8,6 @@
 #include <cstring>
 
 namespace pagellm {
-namespace {
-
-void SocketAddress(const sockaddr_storage& addr, std::string& ip, int& port) {
-  char text[INET6_ADDRSTRLEN] = {0};
-  if (addr.ss_family == AF_INET) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
-    inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
-    port = ntohs(in->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
-    inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
-    port = ntohs(in6->sin6_port);
-  }
-  ip = text;
-}
-
-}  // namespace
 
 GateStream::GateStream(const ConnectionGate::Ready& ready, std::chrono::milliseconds read_timeout,
                        std::chrono::milliseconds write_timeout)
@@ -116,14 +97,14 @@ void GateStream::get_remote_ip_and_port(std::string& ip, int& port) const {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (getpeername(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    SocketAddress(addr, ip, port);
+    SocketAddressText(addr, &ip, &port);
 }
 
 void GateStream::get_local_ip_and_port(std::string& ip, int& port) const {
   sockaddr_storage addr{};
   socklen_t len = sizeof(addr);
   if (getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    SocketAddress(addr, ip, port);
+    SocketAddressText(addr, &ip, &port);
 }
 
 bool GateStream::consumed_whole_request() const {
