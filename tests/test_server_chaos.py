@@ -112,8 +112,10 @@ def test_slow_head_gets_408(pagellm_binary, shared_dir, scratch_dir):
 
 
 def test_connection_limits_answer_503(pagellm_binary, shared_dir, scratch_dir):
+    # A head deadline far beyond the test, so that no held connection expires (freeing a
+    # place) on a loaded machine before the extra one arrives.
     server = start(pagellm_binary, shared_dir, scratch_dir, "--max-connections", "20",
-                   "--max-connections-per-client", "20")
+                   "--max-connections-per-client", "20", head_timeout=60)
     try:
         held = [socket.create_connection((server.host, server.port)) for _ in range(20)]
         time.sleep(0.2)
