@@ -113,20 +113,55 @@ def test_slow_head_gets_408(pagellm_binary, shared_dir, scratch_dir):
 
 def test_connection_limits_answer_503(pagellm_binary, shared_dir, scratch_dir):
     # A head deadline far beyond the test, so that no held connection expires (freeing a
-    # place) on a loaded machine before the extra one arrives.
-    server = start(pagellm_binary, shared_dir, scratch_dir, "--max-connections", "20",
-                   "--max-connections-per-client", "20", head_timeout=60)
+    # place) on a loaded machine. The readiness probe's own connection may still count for a
+    # moment when the burst arrives (the gate sees its close a little later), so the test
+    # does not assume which of its connections is the first one refused: it opens more than
+    # the cap and checks that at most the cap are admitted, at least cap - 1 are, and every
+    # other one is refused with an OpenAI-style 503.
+    cap, extra = 20, 6
+    server = start(pagellm_binary, shared_dir, scratch_dir, "--max-connections", str(cap),
+                   "--max-connections-per-client", str(cap), head_timeout=60)
     try:
-        held = [socket.create_connection((server.host, server.port)) for _ in range(20)]
-        time.sleep(0.2)
-        extra = socket.create_connection((server.host, server.port))
-        extra.settimeout(5)
-        data = extra.recv(65536)
-        assert data.startswith(b"HTTP/1.1 503"), data
-        body = json.loads(data.split(b"\r\n\r\n", 1)[1])
-        assert body["error"]["code"] == 503 and "connections" in body["error"]["message"]
-        extra.close()
-        for s in held:
+        conns = [socket.create_connection((server.host, server.port))
+                 for _ in range(cap + extra)]
+        refused = {}
+        deadline = time.time() + 15
+        while time.time() < deadline and len(refused) < extra:
+            for i, s in enumerate(conns):
+                if i in refused:
+                    continue
+                s.settimeout(0.05)
+                try:
+                    data = s.recv(65536)
+                except (socket.timeout, TimeoutError):
+                    continue
+                while data and b"\r\n\r\n" in data and len(data) < 4096:
+                    head, body = data.split(b"\r\n\r\n", 1)
+                    length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:")]
+                    if length and len(body) >= length[0]:
+                        break
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    data += more
+                refused[i] = data
+        time.sleep(0.5)  # a late refusal beyond the expected ones would show here
+        for i, s in enumerate(conns):
+            if i in refused:
+                continue
+            s.settimeout(0.05)
+            try:
+                refused[i] = s.recv(65536)
+            except (socket.timeout, TimeoutError):
+                pass
+        admitted = len(conns) - len(refused)
+        assert cap - 1 <= admitted <= cap, (admitted, list(refused.values())[:2])
+        for data in refused.values():
+            assert data.startswith(b"HTTP/1.1 503"), data
+            body = json.loads(data.split(b"\r\n\r\n", 1)[1])
+            assert body["error"]["code"] == 503 and "connections" in body["error"]["message"]
+        for s in conns:
             s.close()
         # Freed once the gate has seen the closes: a normal request is served again.
         assert wait_for(lambda: probe_ok(server), 5)
