@@ -2,13 +2,16 @@
 // format (kv/kv_quant.h): rows are decoded inside the kernel, a tile of 16 positions at a time
 // into an L1-resident scratch, never as a full-precision copy of the cache.
 //
-// Work split: a (token, KV head, context chunk) triple is one task. The query heads of a GQA
-// group share the task, so each KV row is read and decoded once per group. A context chunk is
-// kAttentionChunk positions counted from the first visible position; tasks keep a flash-style
-// running (max, sum, accumulator) over tiles of 16 positions (online softmax), and the chunks of
-// one token are merged in chunk order afterwards. Chunk and tile boundaries depend only on the
-// token's position, never on the block size, the batch composition or the thread split, so a
-// token's output is bitwise identical however it is scheduled.
+// Work split: a (query run, KV head, context chunk) triple is one task. A query run is up to
+// kMaxQueryRun consecutive tokens of one sequence (prefill, verification; a decode token is a
+// run of one), and the query heads of a GQA group share the task too, so each KV row is read
+// and decoded once per run and group instead of once per token (flash-attention style tiling
+// of the queries). A context chunk is kAttentionChunk positions counted from the first visible
+// position; tasks keep a flash-style running (max, sum, accumulator) per query over tiles of 16
+// positions (online softmax), and the chunks of one token are merged in chunk order afterwards.
+// Chunk and tile boundaries depend only on the token's position, never on the block size, the
+// run it shares, the batch composition or the thread split, so a token's output is bitwise
+// identical however it is scheduled.
 #pragma once
 
 #include <cstdint>
@@ -82,20 +85,28 @@ void PagedAttentionScalar(const AttentionShape& shape, const float* q, const flo
 
 namespace attention_internal {
 
-// One task's work: the group's query heads (q: [group][head_dim], already rotated when the
-// cache is) over positions [begin, end) of one sequence. On return m[g] is the running max of
-// the scaled scores, l[g] the sum of exp(score - m[g]) and acc[g][.] the unnormalised
-// exp-weighted sum of V rows (in the stored basis).
-struct AttendArgs {
-  const AttentionShape* shape;
-  const KvLayerView* kv;
-  const float* q;
-  const int32_t* block_table;
-  int begin, end;
-  int kv_head;
+// One task's work: a run of consecutive query tokens of one sequence (a query tile; one token
+// for decode) and one KV head, over the positions [begin, end_i) of one context chunk, where
+// end_i grows with the token (causal). The K/V rows of a tile of 16 positions are read and
+// decoded once for every query of the run; each query's arithmetic is exactly what it would be
+// alone (same tiles, same masks, same order), so grouping queries never changes a bit.
+struct AttendQuery {
+  const float* q;  // [group][head_dim], already rotated/scaled when the cache is
+  int end;         // positions [begin, end) are visible; ascending along the run
+  // On return m[g] is the running max of the scaled scores, l[g] the sum of exp(score - m[g])
+  // and acc[g][.] the unnormalised exp-weighted sum of V rows (in the stored basis).
   float* m;
   float* l;
   float* acc;
+};
+struct AttendArgs {
+  const AttentionShape* shape;
+  const KvLayerView* kv;
+  const int32_t* block_table;
+  int begin;
+  int kv_head;
+  const AttendQuery* queries;
+  int num_queries;
 };
 using AttendFn = void (*)(const AttendArgs&);
 void AttendScalar(const AttendArgs& a);
@@ -103,6 +114,10 @@ void AttendAvx512(const AttendArgs& a);
 
 // Positions per tile of the online softmax (both levels).
 inline constexpr int kTile = 16;
+// Most query tokens per task, and the accumulator floats (queries x group x head_dim) a run
+// may hold, so that its accumulators and the decoded K/V tile stay in L1.
+inline constexpr int kMaxQueryRun = 16;
+inline constexpr int kQueryRunFloats = 4096;
 
 }  // namespace attention_internal
 

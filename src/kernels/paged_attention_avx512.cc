@@ -15,6 +15,9 @@
 namespace pagellm::attention_internal {
 namespace {
 
+// Query heads per K tile from which transposing the tile pays (DotsTransposed).
+constexpr int kTransposeMinHeads = 8;
+
 inline __mmask16 Mask(int n) {
   return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1u);
 }
@@ -183,6 +186,86 @@ inline __m512 DotsGeneric(const float* q, const float* const* rows, int n, int d
   return HSum16(v);
 }
 
+// dst[x][j] = rows[j][x] for x < 16 * NC, j < 16 (rows past n read as 0): the K tile
+// transposed so that a query's 16 scores come from FMAs on whole vectors (DotsTransposed).
+// Each 16 x 16 block: pairs interleaved, then quads, then the 128-bit lanes swapped 4 x 4.
+template <int NC>
+inline void TransposeTile(const float* const* rows, int n, float* dst) {
+  for (int cb = 0; cb < NC; ++cb) {
+    __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j)
+      r[j] = j < n ? _mm512_loadu_ps(rows[j] + 16 * cb) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < 8; ++i) {
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4i + k], 128-bit lane L: rows 4i..4i+3 at column 4L + k.
+#pragma GCC unroll 16
+    for (int i = 0; i < 4; ++i) {
+      u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    float* out = dst + 16 * 16 * cb;
+#pragma GCC unroll 16
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x44);
+      const __m512 v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xEE);
+      const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x44);
+      const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xEE);
+      _mm512_storeu_ps(out + 16 * (0 + k), _mm512_shuffle_f32x4(v0, v2, 0x88));
+      _mm512_storeu_ps(out + 16 * (4 + k), _mm512_shuffle_f32x4(v0, v2, 0xDD));
+      _mm512_storeu_ps(out + 16 * (8 + k), _mm512_shuffle_f32x4(v1, v3, 0x88));
+      _mm512_storeu_ps(out + 16 * (12 + k), _mm512_shuffle_f32x4(v1, v3, 0xDD));
+    }
+  }
+}
+
+// The scores of DotsFixed<NC> from the transposed tile kt ([16 * NC][16]), bit for bit: lane
+// partial l of every position is the same multiply-then-FMA chain over c (x = 16c + l), and
+// the 16 partials are added in HSum16's tree, ((S0 + S2) + (S1 + S3)) with
+// S_G = (x_4G + x_4G+2) + (x_4G+1 + x_4G+3). Costs 16 * NC FMAs and 15 adds per query head and
+// tile instead of HSum16's shuffles, so prefill runs (many query heads per tile) use it.
+template <int NC>
+inline __m512 DotsTransposed(const float* q, const float* kt) {
+  __m512 x[16];
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l)
+    x[l] = _mm512_mul_ps(_mm512_set1_ps(q[l]), _mm512_loadu_ps(kt + 16 * l));
+  for (int c = 1; c < NC; ++c)
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l)
+      x[l] = _mm512_fmadd_ps(_mm512_set1_ps(q[16 * c + l]), _mm512_loadu_ps(kt + 16 * (16 * c + l)),
+                             x[l]);
+  __m512 sg[4];
+  for (int g = 0; g < 4; ++g)
+    sg[g] = _mm512_add_ps(_mm512_add_ps(x[4 * g], x[4 * g + 2]),
+                          _mm512_add_ps(x[4 * g + 1], x[4 * g + 3]));
+  return _mm512_add_ps(_mm512_add_ps(sg[0], sg[2]), _mm512_add_ps(sg[1], sg[3]));
+}
+
+// o[x] = o[x] * corr + pz + sum_j p[j] v_j[x] over x < 16 * NC: one FMA chain per element in
+// j order (as the generic loop), NC independent chains interleaved so that FMA latency does
+// not bound the loop.
+template <int NC>
+inline void AccumulateV(float* o, const float* p, const float* const* vrow, int n, __m512 vcorr,
+                        __m512 pz) {
+  __m512 acc[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) acc[c] = _mm512_fmadd_ps(_mm512_loadu_ps(o + 16 * c), vcorr, pz);
+  for (int j = 0; j < n; ++j) {
+    const __m512 pj = _mm512_set1_ps(p[j]);
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c)
+      acc[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vrow[j] + 16 * c), acc[c]);
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) _mm512_storeu_ps(o + 16 * c, acc[c]);
+}
+
 }  // namespace
 
 void AttendAvx512(const AttendArgs& a) {
@@ -196,15 +279,27 @@ void AttendAvx512(const AttendArgs& a) {
   //   q.(s_j c_j + z_j) = s_j (q.c_j) + z_j sum(q)                  (scores)
   //   sum_j p_j (s_j c_j + z_j) = sum_j (p_j s_j) c_j + sum_j p_j z_j  (V accumulation)
   const bool int_rows = kv.dtype == KvCacheDtype::kInt8 || kv.dtype == KvCacheDtype::kInt4;
-  thread_local std::vector<float> qsum;
-  if (int_rows) {
-    qsum.resize(group);
+  thread_local std::vector<float> qsum;  // [query][group]
+  int max_end = a.begin;
+  for (int qi = 0; qi < a.num_queries; ++qi) {
+    const AttendQuery& aq = a.queries[qi];
+    max_end = std::max(max_end, aq.end);
     for (int g = 0; g < group; ++g) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int x = 0; x < d; x += 16)
-        acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(Mask(d - x), a.q + int64_t{g} * d + x));
-      qsum[g] = kernels_internal::avx512::HSum(acc);
+      aq.m[g] = -std::numeric_limits<float>::infinity();
+      aq.l[g] = 0.0f;
+      std::fill_n(aq.acc + int64_t{g} * d, d, 0.0f);
     }
+  }
+  if (int_rows) {
+    qsum.resize(static_cast<size_t>(a.num_queries) * group);
+    for (int qi = 0; qi < a.num_queries; ++qi)
+      for (int g = 0; g < group; ++g) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int x = 0; x < d; x += 16)
+          acc = _mm512_add_ps(
+              acc, _mm512_maskz_loadu_ps(Mask(d - x), a.queries[qi].q + int64_t{g} * d + x));
+        qsum[qi * group + g] = kernels_internal::avx512::HSum(acc);
+      }
   }
   // fp16 scale / zero of the tile's K and V rows (0 past the tile's end).
   alignas(32) uint16_t ks_h[kTile], kz_h[kTile], vs_h[kTile], vz_h[kTile];
@@ -214,24 +309,24 @@ void AttendAvx512(const AttendArgs& a) {
     kbuf.resize(static_cast<size_t>(kTile) * d);
     vbuf.resize(static_cast<size_t>(kTile) * d);
   }
-  for (int g = 0; g < group; ++g) {
-    a.m[g] = -std::numeric_limits<float>::infinity();
-    a.l[g] = 0.0f;
-    std::fill_n(a.acc + int64_t{g} * d, d, 0.0f);
-  }
+  // Transposed K tile ([d][16]) for DotsTransposed; head_dim 16/32/64/128 only.
+  const bool fixed_dim = d == 16 || d == 32 || d == 64 || d == 128;
+  thread_local std::vector<float> kt;
+  if (fixed_dim && static_cast<int>(kt.size()) < kTile * d)
+    kt.resize(static_cast<size_t>(kTile) * d);
   const __m512 vscale = _mm512_set1_ps(s.scale);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const float* krow[kTile];
   const float* vrow[kTile];
   alignas(64) float p[kTile];
-  for (int j0 = a.begin; j0 < a.end; j0 += kTile) {
-    const int n = std::min(kTile, a.end - j0);
-    const __mmask16 valid = Mask(n);
+  for (int j0 = a.begin; j0 < max_end; j0 += kTile) {
+    // Rows of this tile that some query of the run sees; each query uses its own prefix.
+    const int rows = std::min(kTile, max_end - j0);
     // Prefetch the next tile's K and V rows: rows of one head sit num_kv_heads rows apart and
     // blocks are scattered, so the hardware prefetchers miss them, and a long-context decode
     // step is bound by the latency of these reads, not by arithmetic (2x at 4,096 tokens).
     {
-      const int n_next = std::min(kTile, a.end - (j0 + kTile));
+      const int n_next = std::min(kTile, max_end - (j0 + kTile));
       for (int j = 0; j < n_next; ++j) {
         const int64_t off = kv.RowOffset(s, a.block_table, j0 + kTile + j, a.kv_head);
         for (int64_t b = 0; b < kv.row_bytes; b += 64) {
@@ -240,7 +335,7 @@ void AttendAvx512(const AttendArgs& a) {
         }
       }
     }
-    for (int j = 0; j < n; ++j) {
+    for (int j = 0; j < rows; ++j) {
       const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
       if (direct) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
@@ -257,55 +352,122 @@ void AttendAvx512(const AttendArgs& a) {
         vrow[j] = &vbuf[j * d];
       }
     }
-    __m512 k_s = _mm512_setzero_ps(), k_z = k_s, v_s = k_s, v_z = k_s;
+    __m512 tile_k_s = _mm512_setzero_ps(), tile_k_z = tile_k_s, tile_v_s = tile_k_s,
+           tile_v_z = tile_k_s;
     if (int_rows) {
-      for (int j = n; j < kTile; ++j) ks_h[j] = kz_h[j] = vs_h[j] = vz_h[j] = 0;
-      k_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ks_h)));
-      k_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(kz_h)));
-      v_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vs_h)));
-      v_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vz_h)));
+      for (int j = rows; j < kTile; ++j) ks_h[j] = kz_h[j] = vs_h[j] = vz_h[j] = 0;
+      tile_k_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(ks_h)));
+      tile_k_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(kz_h)));
+      tile_v_s = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vs_h)));
+      tile_v_z = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(vz_h)));
     }
-    for (int g = 0; g < group; ++g) {
-      const float* q = a.q + int64_t{g} * d;
-      __m512 sc;
+    // Query heads that see this tile: with enough of them, transpose the K tile once and
+    // score with DotsTransposed (same bits as DotsFixed, fewer instructions).
+    int active = 0;
+    for (int qi = 0; qi < a.num_queries; ++qi) active += a.queries[qi].end > j0;
+    const bool transposed = fixed_dim && active * group >= kTransposeMinHeads;
+    if (transposed) {
       switch (d) {
         case 16:
-          sc = DotsFixed<1>(q, krow, n);
+          TransposeTile<1>(krow, rows, kt.data());
           break;
         case 32:
-          sc = DotsFixed<2>(q, krow, n);
+          TransposeTile<2>(krow, rows, kt.data());
           break;
         case 64:
-          sc = DotsFixed<4>(q, krow, n);
-          break;
-        case 128:
-          sc = DotsFixed<8>(q, krow, n);
+          TransposeTile<4>(krow, rows, kt.data());
           break;
         default:
-          sc = DotsGeneric(q, krow, n, d);
+          TransposeTile<8>(krow, rows, kt.data());
           break;
       }
-      if (int_rows) sc = _mm512_fmadd_ps(sc, k_s, _mm512_mul_ps(k_z, _mm512_set1_ps(qsum[g])));
-      sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(sc, vscale));
-      const float mx = std::max(a.m[g], _mm512_reduce_max_ps(sc));
-      const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
-      const float corr = a.m[g] == -std::numeric_limits<float>::infinity()
-                             ? 0.0f
-                             : _mm512_cvtss_f32(Exp(_mm512_set1_ps(a.m[g] - mx)));
-      a.l[g] = a.l[g] * corr + kernels_internal::avx512::HSum(e);
-      a.m[g] = mx;
-      // Integer V: weights p_j s_j on the codes, plus sum_j p_j z_j on every channel.
-      const __m512 pz =
-          _mm512_set1_ps(int_rows ? kernels_internal::avx512::HSum(_mm512_mul_ps(e, v_z)) : 0.0f);
-      _mm512_store_ps(p, int_rows ? _mm512_mul_ps(e, v_s) : e);
-      const __m512 vcorr = _mm512_set1_ps(corr);
-      float* o = a.acc + int64_t{g} * d;
-      for (int x = 0; x < d; x += 16) {
-        const __mmask16 m = Mask(d - x);
-        __m512 acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, o + x), vcorr, pz);
-        for (int j = 0; j < n; ++j)
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, vrow[j] + x), acc);
-        _mm512_mask_storeu_ps(o + x, m, acc);
+    }
+    for (int qi = 0; qi < a.num_queries; ++qi) {
+      const AttendQuery& aq = a.queries[qi];
+      if (aq.end <= j0) continue;
+      const int n = std::min(kTile, aq.end - j0);
+      const __mmask16 valid = Mask(n);
+      // Lanes past this query's rows are 0, as when the query runs alone.
+      const __m512 k_s = _mm512_maskz_mov_ps(valid, tile_k_s);
+      const __m512 k_z = _mm512_maskz_mov_ps(valid, tile_k_z);
+      const __m512 v_s = _mm512_maskz_mov_ps(valid, tile_v_s);
+      const __m512 v_z = _mm512_maskz_mov_ps(valid, tile_v_z);
+      for (int g = 0; g < group; ++g) {
+        const float* q = aq.q + int64_t{g} * d;
+        __m512 sc;
+        if (transposed) {
+          switch (d) {
+            case 16:
+              sc = DotsTransposed<1>(q, kt.data());
+              break;
+            case 32:
+              sc = DotsTransposed<2>(q, kt.data());
+              break;
+            case 64:
+              sc = DotsTransposed<4>(q, kt.data());
+              break;
+            default:
+              sc = DotsTransposed<8>(q, kt.data());
+              break;
+          }
+        } else {
+          switch (d) {
+            case 16:
+              sc = DotsFixed<1>(q, krow, n);
+              break;
+            case 32:
+              sc = DotsFixed<2>(q, krow, n);
+              break;
+            case 64:
+              sc = DotsFixed<4>(q, krow, n);
+              break;
+            case 128:
+              sc = DotsFixed<8>(q, krow, n);
+              break;
+            default:
+              sc = DotsGeneric(q, krow, n, d);
+              break;
+          }
+        }
+        if (int_rows)
+          sc = _mm512_fmadd_ps(sc, k_s, _mm512_mul_ps(k_z, _mm512_set1_ps(qsum[qi * group + g])));
+        sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(sc, vscale));
+        const float mx = std::max(aq.m[g], _mm512_reduce_max_ps(sc));
+        const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
+        const float corr = aq.m[g] == -std::numeric_limits<float>::infinity()
+                               ? 0.0f
+                               : _mm512_cvtss_f32(Exp(_mm512_set1_ps(aq.m[g] - mx)));
+        aq.l[g] = aq.l[g] * corr + kernels_internal::avx512::HSum(e);
+        aq.m[g] = mx;
+        // Integer V: weights p_j s_j on the codes, plus sum_j p_j z_j on every channel.
+        const __m512 pz =
+            _mm512_set1_ps(int_rows ? kernels_internal::avx512::HSum(_mm512_mul_ps(e, v_z)) : 0.0f);
+        _mm512_store_ps(p, int_rows ? _mm512_mul_ps(e, v_s) : e);
+        const __m512 vcorr = _mm512_set1_ps(corr);
+        float* o = aq.acc + int64_t{g} * d;
+        switch (d) {
+          case 16:
+            AccumulateV<1>(o, p, vrow, n, vcorr, pz);
+            continue;
+          case 32:
+            AccumulateV<2>(o, p, vrow, n, vcorr, pz);
+            continue;
+          case 64:
+            AccumulateV<4>(o, p, vrow, n, vcorr, pz);
+            continue;
+          case 128:
+            AccumulateV<8>(o, p, vrow, n, vcorr, pz);
+            continue;
+          default:
+            break;
+        }
+        for (int x = 0; x < d; x += 16) {
+          const __mmask16 m = Mask(d - x);
+          __m512 acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, o + x), vcorr, pz);
+          for (int j = 0; j < n; ++j)
+            acc = _mm512_fmadd_ps(_mm512_set1_ps(p[j]), _mm512_maskz_loadu_ps(m, vrow[j] + x), acc);
+          _mm512_mask_storeu_ps(o + x, m, acc);
+        }
       }
     }
   }

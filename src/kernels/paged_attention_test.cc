@@ -373,6 +373,40 @@ TEST(PagedAttentionTest, BitwiseInvariantToBlockSizeBatchAndThreadsForEveryDtype
   }
 }
 
+TEST(PagedAttentionTest, BitwiseInvariantToHowAPromptIsSplitIntoSteps) {
+  // Query runs share decoded K/V tiles (prefill): a token's output must be the same whether it
+  // is computed in a long prefill chunk, in pieces of any size, or alone as a decode token,
+  // including across the 512-position chunk boundary (merged partials) and with GQA groups.
+  ThreadPool two(2);
+  for (KvCacheDtype dt : kAllDtypes) {
+    for (AttentionShape s : {Shape(8, 2, 64, 16), Shape(4, 4, 32, 7), Shape(6, 1, 128, 16)}) {
+      const std::vector<Seq> seqs = {{0, 45}, {490, 60}, {1030, 19}};
+      Fixture f(s, seqs, 21, dt);
+      const std::vector<float> whole = f.Run(ActiveSimdLevel(), &two);
+      const size_t stride = static_cast<size_t>(s.num_heads) * s.head_dim;
+      for (int piece : {1, 5, 17}) {
+        size_t offset = 0;
+        for (size_t i = 0; i < seqs.size(); ++i) {
+          for (int t = 0; t < seqs[i].num_tokens; t += piece) {
+            const int n = std::min(piece, seqs[i].num_tokens - t);
+            SequenceChunk c = f.chunks[i];
+            c.start_pos = seqs[i].start_pos + t;
+            c.num_tokens = n;
+            const std::vector<SequenceChunk> one = {c};
+            std::vector<float> out(n * stride);
+            PagedAttention(s, f.q.data() + (offset + t) * stride, f.View(), one, out.data(), &two);
+            ASSERT_EQ(0, std::memcmp(out.data(), whole.data() + (offset + t) * stride,
+                                     out.size() * sizeof(float)))
+                << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " piece " << piece
+                << " sequence " << i << " token " << t;
+          }
+          offset += seqs[i].num_tokens;
+        }
+      }
+    }
+  }
+}
+
 TEST(PagedAttentionTest, FloatConvenienceOverloadsAgree) {
   ThreadPool pool(2);
   const AttentionShape s = Shape(4, 2, 32, 8);

@@ -1,0 +1,121 @@
+// Prefill attention over a paged KV cache: `tokens` new query tokens of one sequence at depth
+// `depth` (positions [depth, depth + tokens), causal), Llama-3.2-1B attention shape (32 query
+// heads, 8 KV heads, head_dim 64), block size 16 with blocks in shuffled order, every KV dtype
+// the engine stores.
+//
+//   attention/<dtype>/depth<D>/tokens<T>/t<threads>   tokens/s of one layer's attention and
+//       GFLOP/s (4 x heads x head_dim per (query, visible position): QK^T and PV).
+//
+// Run: build/bench/attention_bench --benchmark_filter=<regex>; PAGELLM_SIMD=scalar caps the
+// SIMD level.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/kv_quant.h"
+#include "kernels/paged_attention.h"
+
+namespace pagellm {
+namespace {
+
+constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64, kBlockSize = 16;
+
+struct Case {
+  AttentionShape shape;
+  KvCacheDtype dtype;
+  std::vector<uint8_t> k, v;
+  std::vector<int32_t> table;
+  std::vector<float> q, out;
+  std::vector<SequenceChunk> seqs;
+  KvLayerView view;
+};
+
+Case MakeCase(KvCacheDtype dtype, int depth, int tokens) {
+  Case c;
+  c.dtype = dtype;
+  c.shape.num_heads = kHeads;
+  c.shape.num_kv_heads = kKvHeads;
+  c.shape.head_dim = kHeadDim;
+  c.shape.block_size = kBlockSize;
+  c.shape.scale = 0.125f;
+  const int positions = depth + tokens;
+  const int blocks = (positions + kBlockSize - 1) / kBlockSize;
+  c.table.resize(blocks);
+  std::iota(c.table.begin(), c.table.end(), 1);
+  std::mt19937 rng(7);
+  std::shuffle(c.table.begin(), c.table.end(), rng);
+  const int row_bytes = KvRowBytes(dtype, kHeadDim);
+  const size_t rows = static_cast<size_t>(blocks + 1) * kBlockSize * kKvHeads;
+  c.k.assign(rows * row_bytes, 0);
+  c.v.assign(rows * row_bytes, 0);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(kHeadDim);
+  for (size_t r = 0; r < rows; ++r) {
+    for (float& e : x) e = nd(rng);
+    QuantizeKvRow(dtype, x.data(), kHeadDim, 1.0f, c.k.data() + r * row_bytes);
+    for (float& e : x) e = nd(rng);
+    QuantizeKvRow(dtype, x.data(), kHeadDim, 1.0f, c.v.data() + r * row_bytes);
+  }
+  c.q.resize(static_cast<size_t>(tokens) * kHeads * kHeadDim);
+  for (float& e : c.q) e = nd(rng);
+  c.out.resize(c.q.size());
+  c.seqs.push_back({tokens, depth, c.table, false});
+  c.view.dtype = CanonicalKvStorageDtype(dtype);
+  c.view.k = c.k.data();
+  c.view.v = c.v.data();
+  c.view.row_bytes = row_bytes;
+  c.view.rotated = KvRowsRotated(dtype, kHeadDim);
+  return c;
+}
+
+void BM_PrefillAttention(benchmark::State& state, KvCacheDtype dtype, int depth, int tokens,
+                         int threads) {
+  Case c = MakeCase(dtype, depth, tokens);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    PagedAttention(c.shape, c.q.data(), c.view, c.seqs, c.out.data(), &pool);
+    benchmark::DoNotOptimize(c.out.data());
+  }
+  // Visible positions summed over the query tokens: depth + 1 .. depth + tokens.
+  const double visible = double(tokens) * depth + double(tokens) * (tokens + 1) / 2;
+  state.counters["tok/s"] =
+      benchmark::Counter(double(tokens) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      4.0 * kHeads * kHeadDim * visible * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
+void Register() {
+  const std::pair<KvCacheDtype, const char*> dtypes[] = {{KvCacheDtype::kFloat16, "f16"},
+                                                         {KvCacheDtype::kBFloat16, "bf16"},
+                                                         {KvCacheDtype::kFloat32, "f32"},
+                                                         {KvCacheDtype::kInt8, "int8"},
+                                                         {KvCacheDtype::kFp8E4m3, "fp8"}};
+  for (const auto& [dtype, name] : dtypes)
+    for (int depth : {0, 4096, 16384})
+      for (int threads : {1, 2}) {
+        const int tokens = depth == 16384 ? 128 : 512;
+        benchmark::RegisterBenchmark(
+            ("attention/" + std::string(name) + "/depth" + std::to_string(depth) + "/tokens" +
+             std::to_string(tokens) + "/t" + std::to_string(threads))
+                .c_str(),
+            [=](benchmark::State& s) { BM_PrefillAttention(s, dtype, depth, tokens, threads); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+}
+
+}  // namespace
+}  // namespace pagellm
+
+int main(int argc, char** argv) {
+  pagellm::Register();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
