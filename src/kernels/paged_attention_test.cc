@@ -373,6 +373,27 @@ TEST(PagedAttentionTest, BitwiseInvariantToBlockSizeBatchAndThreadsForEveryDtype
   }
 }
 
+TEST(PagedAttentionTest, LongContextsUpTo16KMatchReferenceInEveryDtype) {
+  // Prefill runs and decode tokens at depths 4K and 16K (many 512-position chunks merged),
+  // caches NaN-poisoned outside the sequences, every format, SIMD and scalar.
+  ThreadPool pool(2);
+  const std::vector<Seq> seqs = {{16374, 10}, {4090, 6}};
+  const AttentionShape s = Shape(4, 1, 64, 16);
+  for (KvCacheDtype dt : kAllDtypes) {
+    const bool quantized = KvDtypeIsQuantized(dt);
+    Fixture f(s, seqs, 31, dt, quantized ? 4.0f : 0.0f, quantized);
+    const std::vector<double> ref = f.Reference(/*decoded=*/true);
+    for (SimdLevel level : Levels()) {
+      const std::vector<float> out = f.Run(level, &pool);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(out[i])) << KvCacheDtypeName(dt) << " read a poisoned slot";
+        ASSERT_NEAR(out[i], ref[i], 3e-5 * (1 + std::abs(ref[i])))
+            << KvCacheDtypeName(dt) << " level " << static_cast<int>(level) << " at " << i;
+      }
+    }
+  }
+}
+
 TEST(PagedAttentionTest, BitwiseInvariantToHowAPromptIsSplitIntoSteps) {
   // Query runs share decoded K/V tiles (prefill): a token's output must be the same whether it
   // is computed in a long prefill chunk, in pieces of any size, or alone as a decode token,
