@@ -261,9 +261,10 @@ KvLayerView FloatKvView(const AttentionShape& shape, const float* k_cache, const
 void PagedAttentionAt(SimdLevel level, const AttentionShape& shape, const float* q,
                       const KvLayerView& kv, std::span<const SequenceChunk> seqs, float* out,
                       ThreadPool* pool) {
-  Run(level == SimdLevel::kAvx512 ? attention_internal::AttendAvx512
-                                  : attention_internal::AttendScalar,
-      shape, q, kv, seqs, out, pool);
+  AttendFn attend = attention_internal::AttendScalar;
+  if (level == SimdLevel::kAvx512) attend = attention_internal::AttendAvx512;
+  if (level == SimdLevel::kAvx2) attend = attention_internal::AttendAvx2;
+  Run(attend, shape, q, kv, seqs, out, pool);
 }
 
 void PagedAttention(const AttentionShape& shape, const float* q, const KvLayerView& kv,

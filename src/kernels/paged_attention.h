@@ -110,6 +110,7 @@ struct AttendArgs {
 };
 using AttendFn = void (*)(const AttendArgs&);
 void AttendScalar(const AttendArgs& a);
+void AttendAvx2(const AttendArgs& a);
 void AttendAvx512(const AttendArgs& a);
 
 // Positions per tile of the online softmax (both levels).

@@ -250,6 +250,7 @@ const std::vector<Seq> kRagged = {{0, 7}, {13, 1}, {0, 1}, {40, 3}, {5, 20}, {11
 
 std::vector<SimdLevel> Levels() {
   std::vector<SimdLevel> l = {SimdLevel::kScalar};
+  if (ActiveSimdLevel() >= SimdLevel::kAvx2) l.push_back(SimdLevel::kAvx2);
   if (ActiveSimdLevel() == SimdLevel::kAvx512) l.push_back(SimdLevel::kAvx512);
   return l;
 }
