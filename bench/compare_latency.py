@@ -32,14 +32,14 @@ def run_json(cmd):
 def pagellm(binary, model, a):
     j = run_json([binary, "bench", "latency", "--model", model, "-p", str(a.pp), "-n",
                   str(a.tg), "-d", str(a.depth), "-r", str(a.reps), "-t", str(a.threads),
-                  "--json"])
+                  "--json"] + a.pagellm_args.split())
     return j["prefill_tokens_per_s"], j["decode_tokens_per_s"], j["weights_bytes"]
 
 
 def llama_bench(binary, model, a):
     rows = run_json([binary, "-m", model, "-p", str(a.pp), "-n", str(a.tg), "-d", str(a.depth),
                      "-r", str(a.reps), "-t", str(a.threads), "-fa", str(a.flash_attn),
-                     "-o", "json"])
+                     "-o", "json"] + a.llama_args.split())
     pp = tg = None
     commit = rows[0].get("build_commit", "?") if rows else "?"
     for r in rows:
@@ -67,6 +67,10 @@ def main():
     p.add_argument("--rounds", type=int, default=1,
                    help="alternate the engines this many times per model (medians over rounds)")
     p.add_argument("--flash-attn", type=int, default=1)
+    p.add_argument("--pagellm-args", default="",
+                   help="extra `pagellm bench latency` flags, e.g. '--kv-cache-dtype int8'")
+    p.add_argument("--llama-args", default="",
+                   help="extra llama-bench flags, e.g. '-ctk q8_0 -ctv q8_0'")
     p.add_argument("--bandwidth-gbs", type=float, default=0.0,
                    help="measured read bandwidth roofline, for the %% column")
     a = p.parse_args()
