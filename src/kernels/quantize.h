@@ -30,9 +30,22 @@ void DequantizeRowQ4_K(const uint8_t* x, float* y, int64_t n);
 void DequantizeRowQ5_K(const uint8_t* x, float* y, int64_t n);
 void DequantizeRowQ6_K(const uint8_t* x, float* y, int64_t n);
 void DequantizeRowIQ4_XS(const uint8_t* x, float* y, int64_t n);
+// Their quantizers (quantize_blocks.cc): n elements (whole blocks) into DTypeRowBytes(t, n)
+// bytes; parameters found by a least-squares search per block and sub-block, codes re-rounded
+// against the scales as stored (see the file's header).
+void QuantizeRowQ4_1(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ5_0(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ5_1(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowIQ4_NL(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ2_K(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ3_K(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ4_K(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ5_K(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowQ6_K(const float* x, uint8_t* y, int64_t n);
+void QuantizeRowIQ4_XS(const float* x, uint8_t* y, int64_t n);
 
 // Writes DTypeRowBytes(t, n) bytes of row storage for any type with a quantizer in the weight
-// format table (kernels/weight_format.h: F32/F16/BF16/Q8_0/Q4_0).
+// format table (kernels/weight_format.h: every matmul format).
 void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n);
 
 // n elements of a row stored as t (a multiple of DTypeBlockElems(t)); the type's reference

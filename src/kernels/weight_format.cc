@@ -92,13 +92,15 @@ constexpr WeightFormat Row(DType t, Fill fill) {
   return f;
 }
 
-// The GGUF-only types: read from files (no quantizer), decoding kernels, elements read with
-// memcpy (any alignment).
+// The GGUF-only types: decoding kernels, elements read with memcpy (any alignment); their
+// quantizers write GGUF files (pagellm quantize) and test weights.
 template <DType kType>
-constexpr WeightFormat DecodeRow(int ggml_type, DequantizeRowFn dequantize) {
+constexpr WeightFormat DecodeRow(int ggml_type, DequantizeRowFn dequantize,
+                                 QuantizeRowFn quantize) {
   return Row(kType, [&](WeightFormat& f) {
     f.ggml_type = ggml_type;
     f.dequantize = dequantize;
+    f.quantize = quantize;
     f.matmul = MatMulFamily::kInt8Decode;
     const bool super = DTypeBlockElems(kType) == 256;
     f.act_quant = super ? ActQuant::kQ8Block256 : ActQuant::kQ8Block32;
@@ -179,16 +181,16 @@ constexpr WeightFormat kFormats[] = {
         }),
     // Auxiliary tensors only: geometry for the readers, no conversions or kernels.
     Row(DType::kI32, [](WeightFormat& f) { f.align = 4; }),
-    DecodeRow<DType::kQ4_1>(3, DequantizeRowQ4_1),
-    DecodeRow<DType::kQ5_0>(6, DequantizeRowQ5_0),
-    DecodeRow<DType::kQ5_1>(7, DequantizeRowQ5_1),
-    DecodeRow<DType::kQ2_K>(10, DequantizeRowQ2_K),
-    DecodeRow<DType::kQ3_K>(11, DequantizeRowQ3_K),
-    DecodeRow<DType::kQ4_K>(12, DequantizeRowQ4_K),
-    DecodeRow<DType::kQ5_K>(13, DequantizeRowQ5_K),
-    DecodeRow<DType::kQ6_K>(14, DequantizeRowQ6_K),
-    DecodeRow<DType::kIQ4_NL>(20, DequantizeRowIQ4_NL),
-    DecodeRow<DType::kIQ4_XS>(23, DequantizeRowIQ4_XS),
+    DecodeRow<DType::kQ4_1>(3, DequantizeRowQ4_1, QuantizeRowQ4_1),
+    DecodeRow<DType::kQ5_0>(6, DequantizeRowQ5_0, QuantizeRowQ5_0),
+    DecodeRow<DType::kQ5_1>(7, DequantizeRowQ5_1, QuantizeRowQ5_1),
+    DecodeRow<DType::kQ2_K>(10, DequantizeRowQ2_K, QuantizeRowQ2_K),
+    DecodeRow<DType::kQ3_K>(11, DequantizeRowQ3_K, QuantizeRowQ3_K),
+    DecodeRow<DType::kQ4_K>(12, DequantizeRowQ4_K, QuantizeRowQ4_K),
+    DecodeRow<DType::kQ5_K>(13, DequantizeRowQ5_K, QuantizeRowQ5_K),
+    DecodeRow<DType::kQ6_K>(14, DequantizeRowQ6_K, QuantizeRowQ6_K),
+    DecodeRow<DType::kIQ4_NL>(20, DequantizeRowIQ4_NL, QuantizeRowIQ4_NL),
+    DecodeRow<DType::kIQ4_XS>(23, DequantizeRowIQ4_XS, QuantizeRowIQ4_XS),
 };
 static_assert(sizeof(kFormats) / sizeof(kFormats[0]) == kNumDTypes, "one row per DType");
 

@@ -40,10 +40,9 @@ TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
       EXPECT_EQ(FindWeightFormatBySafetensorsDtype(f.safetensors_dtype), &f);
     }
     if (f.matmul == MatMulFamily::kNone) continue;
-    // A matmul format dequantizes, binds, and has a kernel at every level; all but the
-    // GGUF-only decoding formats (read from files, never written) also quantize.
+    // A matmul format dequantizes, quantizes, binds, and has a kernel at every level.
     EXPECT_NE(f.dequantize, nullptr) << f.name;
-    EXPECT_EQ(f.quantize != nullptr, f.matmul != MatMulFamily::kInt8Decode) << f.name;
+    EXPECT_NE(f.quantize, nullptr) << f.name;
     EXPECT_NE(f.bind, nullptr) << f.name;
     ASSERT_NE(f.kernels, nullptr) << f.name;
     for (auto* fn : f.kernels->block) EXPECT_NE(fn, nullptr) << f.name;
