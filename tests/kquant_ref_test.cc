@@ -20,6 +20,7 @@
 #include "kernels/quantize.h"
 #include "kernels/weight_format.h"
 #include "model/gguf_file.h"
+#include "model/gguf_quantizer.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm {
@@ -174,6 +175,79 @@ TEST_P(KquantRefTest, EngineQuantizerIsAsAccurateAsLlamaCpp) {
   std::printf("%s: engine / llama.cpp squared error %.4f (%d tensors)\n", file.c_str(),
               err_ours / err_theirs, tensors);
   EXPECT_LE(err_ours, 1.05 * err_theirs) << file;
+}
+
+// `pagellm quantize` (model/gguf_quantizer.h) from the F16 file to the preset of each of
+// llama-quantize's files: every tensor gets llama.cpp's type for it (the preset rules of
+// model/quant_preset.h: output Q6_K, more bits for attn_v / attn_output / ffn_down in the
+// presets and layers that get them), shapes and metadata are kept with general.file_type set as
+// llama.cpp sets it, and the file loads and generates.
+TEST_P(KquantRefTest, QuantizedFileHasLlamaCppTensorTypes) {
+  const std::string file = GetParam();
+  if (file == "kquant-ref-F16.gguf") GTEST_SKIP() << "the source itself";
+  const std::string preset_name = file.substr(11, file.size() - 16);
+  auto preset = FindQuantPreset(preset_name);
+  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+  const std::string out = testing::TempDir() + "/" + file;
+  ThreadPool pool(2);
+  auto result = QuantizeGguf(kDir + "/kquant-ref-F16.gguf", out, *preset, &pool, nullptr);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  auto ours = GgufFile::Open(out);
+  auto theirs = GgufFile::Open(kDir + "/" + file);
+  auto source = GgufFile::Open(kDir + "/kquant-ref-F16.gguf");
+  ASSERT_TRUE(ours.ok() && theirs.ok() && source.ok()) << ours.status().ToString();
+  ASSERT_EQ((*ours)->tensors().size(), (*theirs)->tensors().size());
+  for (const TensorView& t : (*theirs)->tensors()) {
+    const TensorView* mine = (*ours)->FindTensor(t.name);
+    ASSERT_NE(mine, nullptr) << t.name;
+    EXPECT_EQ(DTypeName(mine->dtype), DTypeName(t.dtype)) << preset_name << ": " << t.name;
+    EXPECT_EQ(mine->shape, t.shape) << t.name;
+  }
+  for (const std::string& key : (*source)->keys()) {
+    const GgufValue* a = (*source)->Find(key);
+    const GgufValue* b = (*ours)->Find(key);
+    ASSERT_NE(b, nullptr) << key;
+    EXPECT_EQ(a->type, b->type) << key;
+    if (key != "general.file_type" && a->type != GgufType::kArray) {
+      EXPECT_EQ(a->i, b->i) << key;
+      EXPECT_EQ(a->s, b->s) << key;
+    }
+    if (a->type == GgufType::kArray) {
+      EXPECT_EQ(a->strings, b->strings) << key;
+      EXPECT_EQ(a->ints, b->ints) << key;
+      EXPECT_EQ(a->floats, b->floats) << key;
+    }
+  }
+  EXPECT_EQ(*(*ours)->GetInt("general.file_type"), *(*theirs)->GetInt("general.file_type"));
+
+  SessionOptions opts;
+  opts.model_path = out;
+  auto session = ModelSession::Open(opts);
+  ASSERT_TRUE(session.ok()) << session.status().ToString();
+  SequentialGenerator gen(session->get());
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 8;
+  p.ignore_eos = true;
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378};
+  auto gen_out = gen.Generate(prompt, p);
+  ASSERT_TRUE(gen_out.ok()) << gen_out.status().ToString();
+  EXPECT_EQ(gen_out->token_ids.size(), 8u);
+}
+
+TEST(KquantQuantizeTest, RefusesQuantizedInputAndUnknownTypes) {
+  if (!fs::exists(kDir + "/expected.json")) GTEST_SKIP() << "shared assets absent: " << kDir;
+  auto preset = FindQuantPreset("q4_k_m");
+  ASSERT_TRUE(preset.ok());
+  auto r = QuantizeGguf(kDir + "/kquant-ref-Q6_K.gguf", testing::TempDir() + "/requant.gguf",
+                        *preset, nullptr, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("token_embd.weight"), std::string::npos)
+      << r.status().message();
+  EXPECT_FALSE(fs::exists(testing::TempDir() + "/requant.gguf"));
+  auto bad = FindQuantPreset("Q4_K_X");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("Q4_K_M"), std::string::npos);
 }
 
 std::vector<std::string> Files() {

@@ -18,6 +18,7 @@ CommandFn RegisterBench(CLI::App& app);
 CommandFn RegisterPlan(CLI::App& app);
 CommandFn RegisterServe(CLI::App& app);
 CommandFn RegisterEval(CLI::App& app);
+CommandFn RegisterQuantize(CLI::App& app);
 
 // Prints "error: <message>" to stderr and returns exit code 1.
 int Fail(const std::string& message);
