@@ -50,6 +50,10 @@ PartialJsonObject ReadPartialJsonObject(std::string_view t) {
     if (key.error) o.error = true;
     if (!key.complete) return o;
     const auto key_value = nlohmann::json::parse(t.substr(i, key.end), nullptr, false);
+    if (!key_value.is_string()) {  // e.g. not UTF-8
+      o.error = true;
+      return o;
+    }
     i = SkipSpace(t, i + key.end);
     if (i >= t.size()) return o;
     if (t[i] != ':') {
