@@ -30,6 +30,15 @@ struct StructuredOutputs {
   bool operator==(const StructuredOutputs&) const = default;
 };
 
+// Reasoning before a structured-output constraint (vLLM's reasoning parsers): the constraint
+// applies only from the token after the reasoning's end token on, so the model reasons freely.
+struct ReasoningBoundary {
+  int32_t end_token = -1;      // the token that ends the reasoning (</think>)
+  int32_t start_token = -1;    // >= 0: the first output token may be this one, opening reasoning
+  bool starts_inside = false;  // the output begins inside the reasoning
+  bool operator==(const ReasoningBoundary&) const = default;
+};
+
 struct SamplingParams {
   int n = 1;
   float temperature = 1.0f;         // 0 = greedy
@@ -51,6 +60,8 @@ struct SamplingParams {
   bool skip_special_tokens = true;
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<StructuredOutputs> structured_outputs;
+  // With structured_outputs: where the constraint starts (none: at the first output token).
+  std::optional<ReasoningBoundary> reasoning_boundary;
 
   // vLLM's --max-logprobs default: the most `logprobs` / `prompt_logprobs` a request may ask
   // for. -1 means "no limit" (the whole vocabulary).

@@ -449,6 +449,14 @@ CommandFn RegisterServe(CLI::App& app) {
                "Logprob tokens as \"token_id:<id>\" by default (the request field overrides)");
   app.add_flag("--enable-force-include-usage", s.enable_force_include_usage,
                "Every streamed response ends with a usage chunk");
+  app.add_flag("--enable-auto-tool-choice", s.enable_auto_tool_choice,
+               "tool_choice \"auto\": parse the model's tool calls with --tool-call-parser "
+               "(without it such requests get 400)");
+  app.add_option("--tool-call-parser", s.tool_call_parser,
+                 "Tool-call format of the model: hermes | llama3_json | mistral | pythonic");
+  app.add_option("--reasoning-parser", s.reasoning_parser,
+                 "Split <think>...</think> into reasoning_content: deepseek_r1 | qwen3 "
+                 "(structured output starts after the reasoning)");
   app.add_option("--generation-config", s.generation_config,
                  "Sampling defaults: auto (the model's generation_config.json) | vllm (vLLM's "
                  "defaults) | a directory with a generation_config.json; its max_new_tokens "

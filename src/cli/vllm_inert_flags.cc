@@ -75,10 +75,8 @@ constexpr InertFlag kFlags[] = {
     {"--use-tqdm-on-load", nullptr, Arity::kBool, nullptr, "loading is memory-mapped and quick"},
     {"--pt-load-map-location", nullptr, Arity::kValue, nullptr, "PyTorch checkpoints are not read"},
     // Structured outputs and reasoning.
-    {"--reasoning-parser", nullptr, Arity::kValue, nullptr,
-     "reasoning text is not split out of the content"},
     {"--reasoning-parser-plugin", nullptr, Arity::kValue, nullptr,
-     "reasoning text is not split out of the content"},
+     "plugins are not loaded; --reasoning-parser deepseek_r1 | qwen3 are built in"},
     {"--guided-decoding-backend", nullptr, Arity::kValue, nullptr,
      "structured output is not supported (such requests get 400)"},
     {"--guided-decoding-disable-fallback", nullptr, Arity::kValue, nullptr,
@@ -216,12 +214,9 @@ constexpr InertFlag kFlags[] = {
     {"--additional-config", nullptr, Arity::kValue, nullptr, "there are no platform plugins"},
     {"--middleware", nullptr, Arity::kValue, "", "ASGI middleware cannot run in this server"},
     // Frontend.
-    {"--enable-auto-tool-choice", nullptr, Arity::kSwitch, nullptr,
-     "tool calls are not parsed: tools reach the template and the model's text is the content"},
-    {"--tool-call-parser", nullptr, Arity::kValue, nullptr,
-     "tool calls are not parsed: tools reach the template and the model's text is the content"},
     {"--tool-parser-plugin", nullptr, Arity::kValue, nullptr,
-     "tool calls are not parsed: tools reach the template and the model's text is the content"},
+     "plugins are not loaded; --tool-call-parser hermes | llama3_json | mistral | pythonic are "
+     "built in"},
     {"--tool-server", nullptr, Arity::kValue, "", "built-in tools are not provided"},
     {"--exclude-tools-when-tool-choice-none", nullptr, Arity::kSwitch, nullptr,
      "tool_choice none is the same as no tool_choice here: the tools reach the template"},

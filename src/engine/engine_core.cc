@@ -168,6 +168,12 @@ Status EngineCore::AddRequest(EngineRequest r) {
                      CompileConstraint(*r.params.structured_outputs));
     state->matcher = std::make_unique<GrammarMatcher>(std::move(grammar));
     state->mask.resize(state->matcher->grammar().vocab().mask_words());
+    if (const auto& b = r.params.reasoning_boundary) {
+      using Phase = RequestState::GrammarPhase;
+      state->grammar_phase = b->starts_inside      ? Phase::kReasoning
+                             : b->start_token >= 0 ? Phase::kMayOpen
+                                                   : Phase::kActive;
+    }
   }
   RETURN_IF_ERROR(scheduler_->AddRequest(std::move(req)));
   output_->Add(r.request_id, std::move(state));
@@ -267,9 +273,34 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
   const Request& req = *scheduler_->GetRequest(sched.request_id);
   Sampler& sampler = samplers_[thread];
   const int32_t vocab = model_->config.vocab_size;
+  using Phase = RequestState::GrammarPhase;
+  // Reasoning ahead of the constraint (SamplingParams::reasoning_boundary): its tokens are
+  // sampled freely, and the matcher starts after the end token.
+  const bool reasoning = st.matcher && st.grammar_phase == Phase::kReasoning;
+  const auto leave_reasoning = [&](int32_t token) {
+    if (token == st.params.reasoning_boundary->end_token) st.grammar_phase = Phase::kActive;
+  };
+  if (sched.num_spec_tokens == 0 && reasoning) {
+    SamplingInput in{st.params, req.prompt_token_ids(), req.output_token_ids(), output_->eos_ids()};
+    const SampleResult s =
+        sampler.Sample(std::span<const float>(forward_out_.row(last_row), vocab), in, st.rng);
+    output_->BeginOutput(sched.request_id, st, out);
+    const TokenLogprobEntry logprob =
+        st.params.logprobs.has_value() ? ToLogprobEntry(s) : TokenLogprobEntry{};
+    output_->AppendToken(st, s.token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
+    leave_reasoning(s.token);
+    return 0;
+  }
   if (sched.num_spec_tokens == 0) {
     SamplingInput in{st.params, req.prompt_token_ids(), req.output_token_ids(), output_->eos_ids()};
-    if (st.matcher && !FillGrammarMask(st, st.mask)) {
+    const bool may_open = st.matcher && st.grammar_phase == Phase::kMayOpen;
+    int32_t open_token = -1;
+    if (may_open) {
+      // The first token either opens the reasoning or is the constrained output's first.
+      open_token = st.params.reasoning_boundary->start_token;
+      FillGrammarMask(st, st.mask);
+      st.mask[open_token >> 6] |= uint64_t{1} << (open_token & 63);
+    } else if (st.matcher && !FillGrammarMask(st, st.mask)) {
       // The constraint admits no token here: end the request (with EOS as its last token).
       output_->BeginOutput(sched.request_id, st, out);
       output_->AppendToken(st, std::max(output_->eos_id(), 0), nullptr, out);
@@ -282,6 +313,13 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
     output_->BeginOutput(sched.request_id, st, out);
     const TokenLogprobEntry logprob =
         st.params.logprobs.has_value() ? ToLogprobEntry(s) : TokenLogprobEntry{};
+    if (may_open) {
+      st.grammar_phase = s.token == open_token ? Phase::kReasoning : Phase::kActive;
+      if (s.token == open_token) {
+        output_->AppendToken(st, s.token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
+        return 0;
+      }
+    }
     // A token outside the mask is possible only when min_tokens masked every allowed one.
     const bool accepted = !st.matcher || st.matcher->AcceptToken(s.token);
     output_->AppendToken(st, s.token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
@@ -293,10 +331,22 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
   // or the length limit inside the accepted run ends it there.
   const int32_t first_row = last_row - sched.num_spec_tokens;
   const SpecRequestRef ref{&st.params, &st.rng, st.num_prompt_tokens, &st.spec};
-  if (st.matcher) {
-    FillDraftMasks(
-        st,
-        std::span<const int32_t>(sched.token_ids).last(static_cast<size_t>(sched.num_spec_tokens)));
+  const std::span<const int32_t> drafts =
+      std::span<const int32_t>(sched.token_ids).last(static_cast<size_t>(sched.num_spec_tokens));
+  if (st.matcher && st.grammar_phase == Phase::kActive) {
+    FillDraftMasks(st, drafts);
+  } else if (st.matcher && st.grammar_phase == Phase::kMayOpen) {
+    // Row 0 also admits the opening token; after a drafted one the drafts reason freely.
+    const int32_t open_token = st.params.reasoning_boundary->start_token;
+    if (drafts[0] == open_token) {
+      st.spec_masks.assign((drafts.size() + 1) * st.mask.size(), ~uint64_t{0});
+      FillGrammarMask(st, std::span<uint64_t>(st.spec_masks.data(), st.mask.size()));
+    } else {
+      FillDraftMasks(st, drafts);
+    }
+    st.spec_masks[open_token >> 6] |= uint64_t{1} << (open_token & 63);
+  } else {
+    st.spec_masks.clear();
   }
   const RejectionResult rr = spec_->Verify(sched, req, ref, output_->eos_ids(), forward_out_,
                                            first_row, vocab, sampler, thread, st.spec_masks);
@@ -308,6 +358,25 @@ int32_t EngineCore::SampleRequest(const ScheduledRequest& sched, int32_t last_ro
       logprob = ToLogprobEntry(sampler.ScoreToken(
           std::span<const float>(forward_out_.row(first_row + static_cast<int32_t>(j)), vocab),
           token, *st.params.logprobs));
+    }
+    if (st.matcher && st.grammar_phase == Phase::kMayOpen) {
+      st.grammar_phase =
+          token == st.params.reasoning_boundary->start_token ? Phase::kReasoning : Phase::kActive;
+      if (st.grammar_phase == Phase::kReasoning) {
+        if (output_->AppendToken(st, token, st.params.logprobs.has_value() ? &logprob : nullptr,
+                                 out))
+          break;
+        continue;
+      }
+    }
+    if (st.matcher && st.grammar_phase == Phase::kReasoning) {
+      // The tokens after the end of the reasoning were verified unconstrained: they are
+      // dropped (rejected) and sampled again under the grammar.
+      const bool done =
+          output_->AppendToken(st, token, st.params.logprobs.has_value() ? &logprob : nullptr, out);
+      leave_reasoning(token);
+      if (done || st.grammar_phase == Phase::kActive) break;
+      continue;
     }
     const bool accepted = !st.matcher || st.matcher->AcceptToken(token);
     const bool done =

@@ -54,6 +54,10 @@ struct RequestState {
   // Structured outputs: the request's place in its grammar (null without a constraint) and
   // its token-mask buffers ([mask words], and [drafts + 1][mask words] when verifying).
   std::unique_ptr<GrammarMatcher> matcher;
+  // Whether the matcher constrains the next token: not while the output reasons first
+  // (SamplingParams::reasoning_boundary); kMayOpen: the first token may open the reasoning.
+  enum class GrammarPhase : uint8_t { kActive, kReasoning, kMayOpen };
+  GrammarPhase grammar_phase = GrammarPhase::kActive;
   std::vector<uint64_t> mask;
   std::vector<uint64_t> spec_masks;
 };

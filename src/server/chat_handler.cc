@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "fmt/format.h"
+#include "server/chat_tools.h"
 #include "server/http_util.h"
 #include "server/logprobs_json.h"
 #include "server/openai_handlers.h"
@@ -25,6 +26,8 @@ struct ChatStream {
   ServingContext* ctx;
   std::unique_ptr<Generation> gen;
   RequestOptions opts;
+  ChatToolOptions tools;
+  std::vector<std::unique_ptr<ChatOutput>> outputs;  // per choice
   std::string id;
   int64_t created;
   std::string role;
@@ -71,18 +74,41 @@ struct ChatStream {
       return;
     }
     if (o.new_text.empty() && o.new_logprobs.empty() && !o.finished) return;
-    json choice = {
-        {"index", k},
-        {"delta", {{"content", o.new_text}}},
-        {"logprobs", opts.params.logprobs ? ChatLogprobs(*ctx, o.new_logprobs, num_top,
-                                                         opts.return_tokens_as_token_ids)
-                                          : json(nullptr)},
-        {"finish_reason", o.finished ? json(FinishReasonName(o.finish_reason)) : json(nullptr)}};
-    if (o.finished) choice["stop_reason"] = StopReasonJson(o.stop_reason, opts.params);
-    json chunk = Chunk(json::array({std::move(choice)}));
-    if (opts.include_usage && opts.continuous_usage_stats)
-      chunk["usage"] = Usage(static_cast<int64_t>(r.token_ids.size()), r.num_cached_tokens);
-    *out += SseEvent(chunk);
+    ChatOutput& parsed = *outputs[k];
+    // Without parsers each step is one chunk of content; with them, one chunk per delta
+    // (reasoning, content, each tool-call fragment), the step's logprobs and the finish reason
+    // on its last.
+    std::vector<OJson> deltas;
+    if (parsed.passthrough()) {
+      deltas.push_back({{"content", o.new_text}});
+    } else {
+      deltas = parsed.Add(o.new_text);
+      if (o.finished) {
+        std::vector<OJson> rest = parsed.Finish();
+        deltas.insert(deltas.end(), rest.begin(), rest.end());
+      }
+      // Nothing certain yet (text held back while it may start a marker): no chunk, unless it
+      // must carry logprobs or the finish reason.
+      if (deltas.empty() && !o.finished && !opts.params.logprobs) return;
+      if (deltas.empty()) deltas.push_back({{"content", ""}});
+    }
+    for (size_t d = 0; d < deltas.size(); ++d) {
+      const bool last = d + 1 == deltas.size();
+      json choice = {
+          {"index", k},
+          {"delta", std::move(deltas[d])},
+          {"logprobs", opts.params.logprobs && last ? ChatLogprobs(*ctx, o.new_logprobs, num_top,
+                                                                   opts.return_tokens_as_token_ids)
+                                                    : json(nullptr)},
+          {"finish_reason", o.finished && last
+                                ? json(parsed.FinishReason(FinishReasonName(o.finish_reason)))
+                                : json(nullptr)}};
+      if (o.finished && last) choice["stop_reason"] = StopReasonJson(o.stop_reason, opts.params);
+      json chunk = Chunk(json::array({std::move(choice)}));
+      if (opts.include_usage && opts.continuous_usage_stats)
+        chunk["usage"] = Usage(static_cast<int64_t>(r.token_ids.size()), r.num_cached_tokens);
+      *out += SseEvent(chunk);
+    }
   }
 
   void Epilogue(std::string* out) const {
@@ -110,6 +136,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
   WarnIgnoredFields(body, Endpoint::kChat);
   auto opts = ParseRequestOptions(body, Endpoint::kChat, ctx);
   if (!opts.ok()) return SendError(res, ApiError::FromStatus(opts.status()));
+  auto tools = ParseChatToolOptions(body, ctx, &opts->params);
+  if (!tools.ok()) return SendError(res, ApiError::FromStatus(tools.status()));
   auto prompt = ctx.RenderChat(*obody);
   if (!prompt.ok())
     return SendError(res, ApiError::BadRequest(prompt.status().message(), "messages"));
@@ -118,6 +146,9 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
     return SendError(res, ApiError::BadRequest(prompt_ids.status().message(), "messages"));
   std::vector<std::vector<int32_t>> ids = {std::move(*prompt_ids)};
   TruncatePrompts(&ids, *opts);
+  // A constraint (response_format, or the tools' grammar) starts after the reasoning.
+  if (opts->params.structured_outputs)
+    opts->params.reasoning_boundary = ctx.ReasoningBoundaryFor(ids[0]);
   if (Status st = CheckMaxTokens(body, ids, ctx.max_model_len()); !st.ok())
     return SendError(res, ApiError::BadRequest(st.message(), "max_tokens"));
 
@@ -155,13 +186,20 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
     for (size_t k = 0; k < results.size(); ++k) {
       const ChoiceResult& r = results[k];
       completion_tokens += static_cast<int64_t>(r.token_ids.size());
+      OJson message = {{"role", role}, {"content", r.text}, {"tool_calls", json::array()}};
+      ChatOutput parsed(ctx, *tools);
+      if (!parsed.passthrough()) parsed.Complete(r.text, &message);
+      if (!echo.empty())
+        message["content"] =
+            echo + (message["content"].is_string() ? message["content"].get<std::string>()
+                                                   : std::string());
       choices.push_back(
           {{"index", k},
-           {"message", {{"role", role}, {"content", echo + r.text}, {"tool_calls", json::array()}}},
+           {"message", std::move(message)},
            {"logprobs", opts->params.logprobs ? ChatLogprobs(ctx, r.logprobs, num_top,
                                                              opts->return_tokens_as_token_ids)
                                               : json(nullptr)},
-           {"finish_reason", r.finish_reason},
+           {"finish_reason", parsed.FinishReason(r.finish_reason)},
            {"stop_reason", StopReasonJson(r.stop_reason, opts->params)}});
     }
     return SendJson(res, 200,
@@ -187,6 +225,9 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req, htt
   stream->num_top = num_top;
   stream->prompt_tokens = prompt_tokens;
   stream->results.resize(gen->size());
+  stream->tools = *tools;
+  for (int k = 0; k < gen->size(); ++k)
+    stream->outputs.push_back(std::make_unique<ChatOutput>(ctx, stream->tools));
   stream->gen = std::move(gen);
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(

@@ -82,14 +82,6 @@ Status CheckUnsupported(const json& body, Endpoint endpoint) {
     return InvalidArgumentError("bad_words is not supported by this server.");
   if (endpoint == Endpoint::kCompletions && IsSet(body, "suffix"))
     return InvalidArgumentError("suffix is not currently supported");
-  if (endpoint == Endpoint::kChat) {
-    if (auto it = body.find("tool_choice"); it != body.end() && !it->is_null()) {
-      if (!(it->is_string() && (*it == "none" || *it == "auto")))
-        return InvalidArgumentError(
-            "tool_choice 'required' or a named tool needs tool-call parsing, which this server "
-            "does not support; use \"none\" or \"auto\".");
-    }
-  }
   return Status::Ok();
 }
 

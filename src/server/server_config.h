@@ -66,6 +66,12 @@ struct ServerConfig {
   std::string response_role = "assistant";
   bool return_tokens_as_token_ids = false;  // the default of the request field
   bool enable_force_include_usage = false;  // every stream ends with a usage chunk
+  // Tool calling and reasoning (vLLM's flags): tool_choice "auto" parses the model's calls
+  // with --tool-call-parser (outparse/tool_call_parser.h); --reasoning-parser splits
+  // <think>...</think> into reasoning_content (outparse/reasoning_parser.h). Empty: none.
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
+  std::string reasoning_parser;
 
   // Sampling defaults: "auto" (the model's generation_config.json over vLLM's), "vllm"
   // (vLLM's alone) or a directory holding a generation_config.json; then the JSON object of

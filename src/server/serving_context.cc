@@ -1,5 +1,6 @@
 #include "server/serving_context.h"
 
+#include <algorithm>
 #include <random>
 
 #include "engine/sampling_params_json.h"
@@ -41,6 +42,31 @@ StatusOr<std::unique_ptr<ServingContext>> ServingContext::Create(
       return InvalidArgumentError("--default-chat-template-kwargs: expected a JSON object");
     ctx->default_template_kwargs_ = std::move(kwargs);
   }
+  if (config.enable_auto_tool_choice && config.tool_call_parser.empty())
+    return InvalidArgumentError("--enable-auto-tool-choice requires --tool-call-parser");
+  if (!config.tool_call_parser.empty()) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ToolCallParser> parser,
+                     CreateToolCallParser(config.tool_call_parser));
+    if (config.enable_auto_tool_choice) ctx->tool_parser_ = std::move(parser);
+  }
+  if (!config.reasoning_parser.empty()) {
+    ASSIGN_OR_RETURN(ReasoningParser parser, ReasoningParser::Create(config.reasoning_parser));
+    ctx->reasoning_parser_ = parser;
+    // The structured-output constraint starts after the end token. vLLM refuses a tokenizer
+    // without the markers as tokens; here the text is still split, and constraints apply from
+    // the first token.
+    const auto start = ctx->tokenizer().PieceToId(ReasoningParser::kStart);
+    const auto end = ctx->tokenizer().PieceToId(ReasoningParser::kEnd);
+    if (start && end) {
+      ctx->think_start_token_ = *start;
+      ctx->think_end_token_ = *end;
+    } else {
+      spdlog::warn(
+          "--reasoning-parser {}: the tokenizer has no {} / {} tokens; reasoning is split from "
+          "the text, and structured output is constrained from the first token",
+          config.reasoning_parser, ReasoningParser::kStart, ReasoningParser::kEnd);
+    }
+  }
   if (config.chat_template_content_format != "auto" &&
       config.chat_template_content_format != "string" &&
       config.chat_template_content_format != "openai")
@@ -59,6 +85,23 @@ ServingContext::ServingContext(const ServerConfig& config, AsyncEngine* engine,
       chat_template_(std::move(chat_template)),
       defaults_(std::move(defaults)),
       id_salt_((static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}()) {}
+
+std::optional<ReasoningBoundary> ServingContext::ReasoningBoundaryFor(
+    const std::vector<int32_t>& prompt) const {
+  if (!reasoning_parser_ || think_end_token_ < 0) return std::nullopt;
+  ReasoningBoundary b;
+  b.end_token = think_end_token_;
+  auto last = std::find_if(prompt.rbegin(), prompt.rend(), [&](int32_t id) {
+    return id == think_start_token_ || id == think_end_token_;
+  });
+  const bool closed = last != prompt.rend() && *last == think_end_token_;
+  if (reasoning_parser_->starts_in_reasoning()) {
+    b.starts_inside = !closed;
+  } else {
+    b.start_token = think_start_token_;
+  }
+  return b;
+}
 
 int32_t ServingContext::vocab_size() const {
   return engine_->core().model_config().vocab_size;

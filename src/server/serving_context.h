@@ -14,6 +14,8 @@
 #include "engine/async_engine.h"
 #include "metrics/engine_metrics.h"
 #include "nlohmann/json.hpp"
+#include "outparse/reasoning_parser.h"
+#include "outparse/tool_call_parser.h"
 #include "pagellm/sampling_params.h"
 #include "server/api_error.h"
 #include "server/embedding_runner.h"
@@ -29,7 +31,8 @@ class ServingContext {
 
   // `chat_template` is the parsed --chat-template or tokenizer template (nullopt: none);
   // `defaults` the resolved --generation-config / --override-generation-config.
-  // InvalidArgument when --default-chat-template-kwargs is not a JSON object.
+  // InvalidArgument when --default-chat-template-kwargs is not a JSON object, or the tool-call /
+  // reasoning parser settings are invalid (as vLLM refuses them at start-up).
   static StatusOr<std::unique_ptr<ServingContext>> Create(const ServerConfig& config,
                                                           AsyncEngine* engine,
                                                           EngineMetrics* metrics,
@@ -47,6 +50,15 @@ class ServingContext {
   const SamplingParams& default_params() const { return defaults_.params; }
   // generation config's max_new_tokens: a cap on every request's output tokens.
   std::optional<int> max_new_tokens() const { return defaults_.max_new_tokens; }
+
+  // --tool-call-parser (null without --enable-auto-tool-choice) and --reasoning-parser.
+  const ToolCallParser* tool_parser() const { return tool_parser_.get(); }
+  const std::optional<ReasoningParser>& reasoning_parser() const { return reasoning_parser_; }
+  // With a reasoning parser: where a structured-output constraint starts for this prompt. The
+  // output starts inside the reasoning (deepseek_r1) unless the prompt already closed it (its
+  // last think marker is </think>, e.g. enable_thinking=false); qwen3's may open with <think>.
+  // None without a reasoning parser or without <think> / </think> tokens.
+  std::optional<ReasoningBoundary> ReasoningBoundaryFor(const std::vector<int32_t>& prompt) const;
 
   // nullopt when the body names no model or one of the served names; else 404 (vLLM's
   // "The model `x` does not exist.").
@@ -119,6 +131,10 @@ class ServingContext {
 
   std::optional<ChatTemplate> chat_template_;
   GenerationDefaults defaults_;
+  std::unique_ptr<ToolCallParser> tool_parser_;
+  std::optional<ReasoningParser> reasoning_parser_;
+  int32_t think_start_token_ = -1;
+  int32_t think_end_token_ = -1;
   nlohmann::ordered_json default_template_kwargs_ = nlohmann::ordered_json::object();
   std::atomic<int> server_load_{0};
   EmbeddingRunner* embedder_ = nullptr;
