@@ -36,7 +36,7 @@ def model_dir(shared_dir):
 
 
 class Server:
-    def __init__(self, binary, shared_dir, extra_args=(), env=None, log_dir=None):
+    def __init__(self, binary, shared_dir, extra_args=(), env=None, log_dir=None, model=None):
         self.port = free_port()
         self.host = "127.0.0.1"
         fd, self.template_path = tempfile.mkstemp(suffix=".jinja", dir=log_dir)
@@ -45,7 +45,7 @@ class Server:
         fd, self.log_path = tempfile.mkstemp(suffix=".log", prefix="pagellm-serve-", dir=log_dir)
         self.log = os.fdopen(fd, "w")
         args = [
-            binary, "serve", model_dir(shared_dir),
+            binary, "serve", model or model_dir(shared_dir),
             "--port", str(self.port),
             "--served-model-name", MODEL_NAME,
             "--chat-template", self.template_path,
