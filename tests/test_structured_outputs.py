@@ -2,8 +2,9 @@
 (temperature 1.0, several seeds), every output that finishes with "stop" checked by an
 independent reference: python3-jsonschema for JSON Schemas, `re.fullmatch` for regexes, set
 membership for choices. Tight schemas (enums, booleans, bounded arrays) must always finish.
-Runs with and without speculative decoding (n-gram drafts), on a byte-level BPE vocabulary
-(Qwen3's, 151,669 tokens) and on the shared SentencePiece model with byte fallback."""
+Runs with and without speculative decoding (n-gram drafts), on byte-level BPE vocabularies
+(Qwen3's, 151,669 tokens; Llama-3's, 128,256) and on the shared SentencePiece model with byte
+fallback."""
 
 import json
 import os
@@ -24,15 +25,24 @@ NGRAM = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "prompt_look
                     "prompt_lookup_min": 1})
 
 
-@pytest.fixture(scope="module")
-def qwen3_model(shared_dir, scratch_dir):
-    if not os.path.isfile(os.path.join(shared_dir, "tokenizers", "qwen3", "tokenizer.json")):
-        pytest.skip("no Qwen3 tokenizer in the shared assets")
-    out = os.path.join(scratch_dir, "so-qwen3")
+def random_model(shared_dir, scratch_dir, tokenizer, vocab):
+    if not os.path.isfile(os.path.join(shared_dir, "tokenizers", tokenizer, "tokenizer.json")):
+        pytest.skip(f"no {tokenizer} tokenizer in the shared assets")
+    out = os.path.join(scratch_dir, "so-" + tokenizer)
     subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(HERE), "tools", "gen_model.py"),
-                    "--preset", "tiny", "--tokenizer", "qwen3", "--vocab", "151936",
+                    "--preset", "tiny", "--tokenizer", tokenizer, "--vocab", str(vocab),
                     "--shared-dir", shared_dir, "--out", out, "--quiet"], check=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def qwen3_model(shared_dir, scratch_dir):
+    return random_model(shared_dir, scratch_dir, "qwen3", 151936)
+
+
+@pytest.fixture(scope="module")
+def llama3_model(shared_dir, scratch_dir):
+    return random_model(shared_dir, scratch_dir, "llama3", 128256)
 
 
 def run_generate(binary, model, lines, tmp, extra=()):
@@ -81,6 +91,10 @@ def test_json_schemas_qwen3(pagellm_binary, qwen3_model, tmp_path):
 
 def test_json_schemas_qwen3_speculative(pagellm_binary, qwen3_model, tmp_path):
     check_json_suite(pagellm_binary, qwen3_model, str(tmp_path), ["--speculative-config", NGRAM])
+
+
+def test_json_schemas_llama3(pagellm_binary, llama3_model, tmp_path):
+    check_json_suite(pagellm_binary, llama3_model, str(tmp_path))
 
 
 def test_json_schemas_sentencepiece(pagellm_binary, shared_dir, tmp_path):

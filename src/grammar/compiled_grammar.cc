@@ -4,35 +4,40 @@
 #include <bit>
 #include <numeric>
 
+#include "grammar/follow_sets.h"
+#include "grammar/rule_inliner.h"
 #include "grammar/token_walker.h"
 
 namespace pagellm {
 
 CompiledGrammar::CompiledGrammar(const Grammar& grammar,
                                  std::shared_ptr<const TokenVocabulary> vocab)
-    : automaton_(grammar), vocab_(std::move(vocab)) {
+    : automaton_(InlineLeafRules(grammar)), vocab_(std::move(vocab)) {
   const TokenVocabulary& v = *vocab_;
   std::vector<int32_t> all(v.sorted_ids().size());
   std::iota(all.begin(), all.end(), 0);
   positions_.resize(automaton_.num_elements());
+  const std::vector<ByteSet> follow = ComputeFollowSets(automaton_);
   ParserWorkspace ws;
+  // One walker for every position: the parser states of a rule's body recur from position to
+  // position (every character position of a string rule leads to the same states).
   TokenWalker walker;
+  walker.Reset();
+  ws.arena.BeginScratch();
   ParserState start;
   std::vector<int32_t> accepted;
   for (int32_t pos = 0; pos < automaton_.num_elements(); ++pos) {
     if (automaton_.element(pos).kind != GrammarAutomaton::Kind::kBytes) continue;
     PositionTokens& pt = positions_[pos];
     accepted.clear();
-    ws.arena.BeginScratch();
     automaton_.StartAt(pos, ws, &start);
-    walker.Walk(automaton_, v, ws, start, all, /*open_bottom=*/true,
+    walker.Walk(automaton_, v, ws, start, all, &follow[automaton_.rule_of(pos)],
                 [&](int32_t sorted_index, TokenVerdict verdict) {
                   if (verdict == TokenVerdict::kAccept)
                     accepted.push_back(v.sorted_ids()[sorted_index]);
                   else if (verdict == TokenVerdict::kUncertain)
                     pt.uncertain.push_back(sorted_index);
                 });
-    ws.arena.EndScratch();
     if (accepted.size() * 32 >= static_cast<size_t>(v.mask_size())) {
       pt.accepted_bits.assign(v.mask_words(), 0);
       for (int32_t id : accepted) pt.accepted_bits[id >> 6] |= uint64_t{1} << (id & 63);
@@ -43,6 +48,7 @@ CompiledGrammar::CompiledGrammar(const Grammar& grammar,
     memory_bytes_ +=
         pt.accepted_bits.size() * 8 + pt.accepted_ids.size() * 4 + pt.uncertain.size() * 4;
   }
+  ws.arena.EndScratch();
 }
 
 bool CompiledGrammar::LookupMask(const std::string& key, std::span<uint64_t> mask) const {

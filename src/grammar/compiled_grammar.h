@@ -6,9 +6,13 @@
 //              enters): allowed whatever lies below on the stack;
 //   uncertain: tokens that finish the rule before their last byte: checked at run time
 //              against the whole state (GrammarMatcher::FillMask);
-// every other token is rejected at that position in any context. At run time a state's mask
-// is the union of its tops' accepted sets plus the uncertain tokens that pass, which is
-// typically a few hundred checks instead of the whole vocabulary.
+// every other token is rejected at that position in any context; so is a token that leaves the
+// rule and goes on with a byte that cannot follow the rule anywhere in the grammar
+// (grammar/follow_sets.h). At run time a state's mask is the union of its tops' accepted sets
+// plus the uncertain tokens that pass, which is typically a few hundred checks instead of the
+// whole vocabulary. Small leaf rules are inlined into their callers first
+// (grammar/rule_inliner.h), so that a position inside a repetition of characters accepts whole
+// runs of characters instead of finishing a one-character rule after its first byte.
 // Immutable once built; shared by every request with the same constraint (GrammarCompiler).
 #pragma once
 

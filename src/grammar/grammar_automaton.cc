@@ -57,6 +57,10 @@ GrammarAutomaton::GrammarAutomaton(const Grammar& g) : root_(g.root()) {
       elements_.push_back(Element{});  // kEnd
     }
   }
+  element_rules_.reserve(elements_.size());
+  for (int32_t r = 0; r < g.num_rules(); ++r)
+    for (const GrammarSequence& alt : g.alternatives(r))
+      element_rules_.insert(element_rules_.end(), alt.size() + 1, r);
 }
 
 void GrammarAutomaton::Close(ParserWorkspace& ws, ParserState* out) const {

@@ -60,6 +60,12 @@ class GrammarAutomaton {
 
   const Element& element(int32_t pos) const { return elements_[pos]; }
   int32_t num_elements() const { return static_cast<int32_t>(elements_.size()); }
+  int32_t num_rules() const { return static_cast<int32_t>(rule_starts_.size()); }
+  // First element of each alternative of `rule`.
+  const std::vector<int32_t>& rule_starts(int32_t rule) const { return rule_starts_[rule]; }
+  // The rule whose alternative holds element `pos`.
+  int32_t rule_of(int32_t pos) const { return element_rules_[pos]; }
+  int32_t root() const { return root_; }
 
  private:
   // Adds the closure of the items (pos, parent) in ws.work to out.
@@ -67,6 +73,7 @@ class GrammarAutomaton {
 
   std::vector<Element> elements_;
   std::vector<std::vector<int32_t>> rule_starts_;  // [rule] first element of each alternative
+  std::vector<int32_t> element_rules_;             // [elements] rule holding the element
   int32_t root_ = 0;
 };
 

@@ -116,7 +116,8 @@ void GrammarMatcher::ComputeMask(const ParserState& s, std::span<uint64_t> mask)
                    uncertain_.end());
   if (!uncertain_.empty()) {
     ws_.arena.BeginScratch();
-    walker_.Walk(grammar_->automaton(), v, ws_, s, uncertain_, /*open_bottom=*/false,
+    walker_.Reset();
+    walker_.Walk(grammar_->automaton(), v, ws_, s, uncertain_, /*follow=*/nullptr,
                  [&](int32_t k, TokenVerdict verdict) {
                    if (verdict == TokenVerdict::kAccept) {
                      const int32_t id = sorted[k];
