@@ -26,6 +26,9 @@ int64_t ResidentBytes() {
 // leaves the process's RSS after ReleaseFreeHeapMemory. (The arena-top case it exists for is
 // shown end to end by bench/big_request_memory.py; see docs/BENCHMARKS.md.)
 TEST(HeapRelease, ThreadArenaReturnsToTheKernel) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator replaces glibc's malloc";
+#endif
   constexpr size_t kBlock = 4000;
   constexpr size_t kCount = (64u << 20) / kBlock;
   constexpr size_t kPin = 64;
