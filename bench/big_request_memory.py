@@ -33,6 +33,20 @@ def rss_mib(pid):
     return 0.0
 
 
+def settled_rss_mib(pid, timeout=3.0):
+    """RSS once the server is done with the last request: a client has its response before
+    the server thread frees the request's body (8 MiB), so an immediate sample can catch it."""
+    deadline = time.time() + timeout
+    last = rss_mib(pid)
+    while time.time() < deadline:
+        time.sleep(0.1)
+        now = rss_mib(pid)
+        if now == last:
+            break
+        last = now
+    return last
+
+
 class Sampler:
     def __init__(self, pid):
         self.pid, self.peak, self._stop = pid, 0.0, threading.Event()
@@ -97,17 +111,17 @@ def main():
             "/tokenize": json.dumps({"model": "m", "prompt": text}),
         }
         for path, body in bodies.items():
-            base = rss_mib(proc.pid)
+            base = settled_rss_mib(proc.pid)
             sampler = Sampler(proc.pid)
             status, seconds, data = post(port, path, body)
             peak = sampler.stop()
-            after_one = rss_mib(proc.pid)
+            after_one = settled_rss_mib(proc.pid)
             for _ in range(args.repeat - 1):
                 post(port, path, body)
-            after_seq = rss_mib(proc.pid)
+            after_seq = settled_rss_mib(proc.pid)
             with ThreadPoolExecutor(8) as pool:
                 list(pool.map(lambda _: post(port, path, body), range(args.repeat)))
-            after_conc = rss_mib(proc.pid)
+            after_conc = settled_rss_mib(proc.pid)
             print(f"{path}: {len(body) / 2**20:.1f} MiB body -> {status} in {seconds:.2f} s; "
                   f"RSS base {base:.0f} MiB, peak +{peak - base:.0f} MiB, after 1: "
                   f"{after_one:.0f}, after {args.repeat} sequential: {after_seq:.0f}, after "

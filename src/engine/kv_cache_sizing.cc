@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/backend_factory.h"
+#include "planner/byte_size.h"
 #include "planner/cpu_plan.h"
 #include "spdlog/spdlog.h"
 
@@ -42,6 +43,13 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
     ASSIGN_OR_RETURN(plan, PlanCpuKvCache(mc, model.weights.total_bytes, o));
   }
   for (const std::string& line : PlanSummaryLines(plan)) spdlog::info("{}", line);
+  // The storage is one lazily committed mapping (kv/kv_cache_storage.h): say what the cache can
+  // add to RSS at most, so that an operator can tell its growth from a leak (docs/SERVER.md,
+  // "Memory").
+  spdlog::info(
+      "KV cache memory: at most {} ({} bytes) becomes resident, page by page as blocks are first "
+      "written; blocks never used are never touched",
+      FormatBytes(plan.kv_cache_bytes_allocated), plan.kv_cache_bytes_allocated);
   KvCacheReport r;
   r.weights_bytes = plan.weights_bytes;
   r.activation_bytes = plan.activation_bytes;

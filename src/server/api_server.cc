@@ -1,6 +1,5 @@
 #include "server/api_server.h"
 
-#include <malloc.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -11,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "base/heap_release.h"
 #include "fmt/format.h"
 #include "server/http_util.h"
 #include "server/openai_handlers.h"
@@ -261,7 +261,7 @@ void ApiServer::Route(const char* method, const std::string& path, Access access
       handler(*ctx, req, res, arrival);
       // A large body (and the tokens and JSON made from it) leaves freed pages in the arena
       // of this thread; hand them back so RSS returns to its level before the request.
-      if (req.body.size() >= kTrimAfterBodyBytes) malloc_trim(0);
+      if (req.body.size() >= kTrimAfterBodyBytes) ReleaseFreeHeapMemory();
     } catch (const std::exception& e) {
       // A handler bug must cost one request, not the server.
       spdlog::error("{} {}: {}", req.method, req.path, e.what());

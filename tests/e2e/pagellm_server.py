@@ -36,7 +36,8 @@ def model_dir(shared_dir):
 
 
 class Server:
-    def __init__(self, binary, shared_dir, extra_args=(), env=None, log_dir=None, model=None):
+    def __init__(self, binary, shared_dir, extra_args=(), env=None, log_dir=None, model=None,
+                 kv_cache_memory="64MiB"):
         self.port = free_port()
         self.host = "127.0.0.1"
         fd, self.template_path = tempfile.mkstemp(suffix=".jinja", dir=log_dir)
@@ -49,7 +50,7 @@ class Server:
             "--port", str(self.port),
             "--served-model-name", MODEL_NAME,
             "--chat-template", self.template_path,
-            "--kv-cache-memory", "64MiB",
+            "--kv-cache-memory", kv_cache_memory,
             "--disable-log-requests",
         ] + list(extra_args)
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
