@@ -319,3 +319,32 @@ def test_engine_greedy_ids(pagellm_binary, case_factory, name, variant):
     clear = (top2[:, 1] - top2[:, 0]) > 2 * TOL["f32"] * np.abs(ref).max()
     assert clear.sum() >= 12, "too many near-ties to say anything"
     assert (ref.argmax(1) == np.asarray(ids))[clear].all(), (ids, ref.argmax(1).tolist())
+
+
+MOE_CASES = sorted(n for n in CASES if "moe" in n or "mixtral" in n)
+
+
+@pytest.mark.parametrize("name", MOE_CASES)
+def test_inspect_and_plan_count_active_parameters(pagellm_binary, case_factory, name):
+    """`inspect` and `plan` report all parameters and those one token uses: everything but the
+    (experts - experts_per_tok) unselected experts of each sparse layer."""
+    c = case_factory(name)
+    cfg = rf.load_config(c.hf)
+    weights = rf.load_hf_weights(c.hf)
+    total = sum(v.size for v in weights.values())
+    n_exp = cfg.get("num_local_experts") or cfg["num_experts"]
+    experts = sum(v.size for k, v in weights.items() if ".experts." in k)
+    active = total - experts * (n_exp - cfg["num_experts_per_tok"]) // n_exp
+    for variant in ["hf", *c.gguf_types]:
+        r = subprocess.run([pagellm_binary, "inspect", "--json", c.path(variant)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        j = json.loads(r.stdout)
+        assert j["num_parameters"] == total
+        assert j["moe"]["active_parameters"] == active
+    r = subprocess.run([pagellm_binary, "plan", "--json", "--model", c.hf, "--max-model-len", "256"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    moe = json.loads(r.stdout)["moe"]
+    assert (moe["num_parameters"], moe["active_parameters"]) == (total, active)
+    assert moe["active_weights_bytes_per_token"] == 4 * active  # float32 weights

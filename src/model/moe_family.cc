@@ -137,4 +137,25 @@ int64_t MoeLayerParameters(const ModelConfig& c, int64_t hidden, double inter_sc
   return n;
 }
 
+int64_t CountActiveParameters(const ModelConfig& c) {
+  const ShardDims full{c.q_dim(), c.kv_dim(), c.intermediate_size, c.vocab_size};
+  int64_t n = GetArchSpec(c.arch).count_parameters(c, full);
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (!c.moe.IsSparseLayer(l)) continue;
+    n -= MoeLayerParameters(c, c.hidden_size, 1.0, /*active=*/false) -
+         MoeLayerParameters(c, c.hidden_size, 1.0, /*active=*/true);
+  }
+  return n;
+}
+
+int64_t ActiveWeightBytes(const ModelConfig& c, const ModelWeights& w) {
+  int64_t bytes = w.total_bytes;
+  const int64_t unused = c.moe.num_experts - c.moe.num_experts_per_tok;
+  for (const LayerWeights& l : w.layers) {
+    if (l.moe.gate.empty()) continue;
+    bytes -= unused * (l.moe.gate[0].nbytes() + l.moe.up[0].nbytes() + l.moe.down[0].nbytes());
+  }
+  return bytes;
+}
+
 }  // namespace pagellm

@@ -34,4 +34,13 @@ Status BindMoeLayer(const MoeTensorNames& names, const std::string& prefix, Tens
 int64_t MoeLayerParameters(const ModelConfig& config, int64_t hidden, double inter_scale,
                            bool active);
 
+// Parameters a token uses: the whole model less, in each sparse layer, the experts it does not
+// select (num_experts - num_experts_per_tok of them). The parameter count for a dense model.
+int64_t CountActiveParameters(const ModelConfig& config);
+
+// Weight bytes a decode step of one token reads: the weights' bytes less, in each sparse
+// layer, the bytes of the experts it does not select (experts of a layer share dtype and shape).
+// weights.total_bytes for a dense model.
+int64_t ActiveWeightBytes(const ModelConfig& config, const ModelWeights& weights);
+
 }  // namespace pagellm
