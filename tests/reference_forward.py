@@ -1,14 +1,23 @@
-"""Independent float64 numpy reference for Llama-family decoders (Llama, Mistral, Qwen2).
+"""Independent float64 numpy reference for Llama-family decoders (Llama, Mistral, Qwen2, Qwen3)
+and their mixture-of-experts versions (Mixtral, Qwen2-MoE, Qwen3-MoE).
 
 Reads a Hugging Face directory (config.json + model.safetensors or sharded safetensors with
 model.safetensors.index.json; F32/F16/BF16 widened to float64) and runs a full causal forward
 over a token list, no KV cache:
 
     x = embed[ids]
-    per layer: h = rmsnorm(x) ; q,k,v = h W^T (+ bias) ; rotate_half RoPE on q,k ;
+    per layer: h = rmsnorm(x) ; q,k,v = h W^T (+ bias) ;
+               Qwen3: q, k = rmsnorm over head_dim of each head * q_norm / k_norm ;
+               rotate_half RoPE on q,k ;
                GQA: KV head j serves query heads j*g .. j*g+g-1 (g = heads / kv_heads) ;
                softmax(q k^T / sqrt(head_dim) + causal [sliding-window] mask) v ; x += o_proj ;
                x += down(silu(gate(rmsnorm(x))) * up(rmsnorm(x)))
+               or, in a sparse layer (transformers' MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock
+               / Qwen3MoeSparseMoeBlock), with h = rmsnorm(x):
+               p = softmax(h router^T) over all experts ; the top num_experts_per_tok p
+               (divided by their sum: Mixtral always, Qwen when norm_topk_prob) ;
+               x += sum_k p_k down_k(silu(gate_k(h)) * up_k(h))
+                    [+ sigmoid(h shared_expert_gate^T) * shared_expert(h)   (Qwen2-MoE)]
     logits = rmsnorm(x) lm_head^T   (lm_head = embed when tied)
 
 RoPE frequencies follow Hugging Face: inv_freq_i = theta^(-2i/d); "linear" scaling divides
@@ -182,7 +191,10 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
     heads, kv_heads = int(k("attention.head_count")), int(k("attention.head_count_kv"))
     hidden = int(k("embedding_length"))
     head_dim = int(k("attention.key_length", hidden // heads))
-    cfg = {"model_type": arch, "hidden_size": hidden, "intermediate_size": int(k("feed_forward_length")),
+    experts = int(k("expert_count", 0))
+    model_type = "mixtral" if arch == "llama" and experts else arch
+    cfg = {"model_type": model_type, "hidden_size": hidden,
+           "intermediate_size": int(k("feed_forward_length")),
            "num_hidden_layers": int(k("block_count")), "num_attention_heads": heads,
            "num_key_value_heads": kv_heads, "head_dim": head_dim,
            "vocab_size": g.tensors["token_embd.weight"]["shape"][0],
@@ -191,6 +203,14 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
            "tie_word_embeddings": "output.weight" not in g.tensors,
            "sliding_window": k("attention.sliding_window"),
            "use_sliding_window": bool(k("attention.sliding_window"))}
+    if experts:
+        cfg.update(num_experts=experts, num_local_experts=experts,
+                   num_experts_per_tok=int(k("expert_used_count")),
+                   moe_intermediate_size=int(k("expert_feed_forward_length",
+                                               cfg["intermediate_size"])),
+                   shared_expert_intermediate_size=int(k("expert_shared_feed_forward_length", 0)),
+                   # llama.cpp: Mixtral and Qwen3-MoE renormalise the top-k, Qwen2-MoE does not
+                   norm_topk_prob=bool(k("expert_weights_norm", arch != "qwen2moe")))
     if k("rope.scaling.type") == "linear":
         cfg["rope_scaling"] = {"rope_type": "linear", "factor": float(k("rope.scaling.factor"))}
     if "rope_freqs.weight" in g.tensors:
@@ -202,14 +222,24 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
                  "attn_k.weight": "self_attn.k_proj.weight", "attn_k.bias": "self_attn.k_proj.bias",
                  "attn_v.weight": "self_attn.v_proj.weight", "attn_v.bias": "self_attn.v_proj.bias",
                  "attn_output.weight": "self_attn.o_proj.weight",
+                 "ffn_gate_inp.weight": "mlp.gate.weight",
+                 "ffn_gate_shexp.weight": "mlp.shared_expert.gate_proj.weight",
+                 "ffn_up_shexp.weight": "mlp.shared_expert.up_proj.weight",
+                 "ffn_down_shexp.weight": "mlp.shared_expert.down_proj.weight",
+                 "ffn_gate_inp_shexp.weight": "mlp.shared_expert_gate.weight",
+                 "attn_q_norm.weight": "self_attn.q_norm.weight",
+                 "attn_k_norm.weight": "self_attn.k_norm.weight",
                  "ffn_norm.weight": "post_attention_layernorm.weight",
                  "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
-                 "ffn_down.weight": "mlp.down_proj.weight"}
+                 "ffn_down.weight": "mlp.down_proj.weight",
+                 "ffn_gate_exps.weight": None, "ffn_up_exps.weight": None,
+                 "ffn_down_exps.weight": None}
     out = {}
     cfg["weight_blocks"] = {}  # HF name -> activation block of a quantized type (forward)
     for name in g.tensors:
         if name == "rope_freqs.weight":
             continue
+        rest = None
         if name in names:
             hf = names[name]
         else:
@@ -217,6 +247,17 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
             hf = f"model.layers.{layer}.{per_layer[rest]}"
         w = g.tensor(name).astype(np.float64)
         block = gguf_blocks.TYPES[g.tensors[name]["type"]][1]
+        stacked = {"ffn_gate_exps.weight": "gate_proj", "ffn_up_exps.weight": "up_proj",
+                   "ffn_down_exps.weight": "down_proj"}
+        if rest in stacked:  # [experts][rows][cols]
+            for e in range(w.shape[0]):
+                hf_e = f"model.layers.{layer}.mlp.experts.{e}.{stacked[rest]}.weight"
+                out[hf_e] = w[e]
+                if block > 1:
+                    cfg["weight_blocks"][hf_e] = block
+            continue
+        if rest == "ffn_gate_inp_shexp.weight":
+            w = w.reshape(1, -1)
         if block > 1:
             cfg["weight_blocks"][hf] = block
         if arch == "llama" and (".attn_q." in name or ".attn_k." in name):
@@ -274,6 +315,57 @@ def quantize_acts(x: np.ndarray, block: int) -> np.ndarray:
     return (q * d.astype(np.float64)).reshape(x.shape)
 
 
+def _sparse_layer(cfg: dict, layer: int) -> bool:
+    """Which layers have experts, from the config alone (transformers' rules)."""
+    if cfg.get("model_type") == "mixtral":
+        return True
+    if not cfg.get("num_experts"):
+        return False
+    step = int(cfg.get("decoder_sparse_step") or 1)
+    return (layer + 1) % step == 0 and layer not in (cfg.get("mlp_only_layers") or [])
+
+
+def _moe(cfg: dict, weights: dict, layer: int, h: np.ndarray, mm):
+    """The sparse FFN of `layer` for h [n, hidden], or None for a dense layer."""
+    p = f"model.layers.{layer}."
+    if p + "block_sparse_moe.gate.weight" in weights:  # Mixtral
+        router, ex, names = (p + "block_sparse_moe.gate.weight", p + "block_sparse_moe.experts.",
+                             ("w1", "w3", "w2"))
+        norm = True
+    elif p + "mlp.gate.weight" in weights:  # Qwen2-MoE, Qwen3-MoE
+        router, ex, names = p + "mlp.gate.weight", p + "mlp.experts.", ("gate_proj", "up_proj",
+                                                                         "down_proj")
+        norm = bool(cfg.get("norm_topk_prob", False))
+    else:
+        assert not _sparse_layer(cfg, layer), f"layer {layer} should have experts"
+        return None
+    assert _sparse_layer(cfg, layer), f"layer {layer} should be dense"
+    logits = mm(h, router)
+    prob = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    prob /= prob.sum(axis=-1, keepdims=True)
+    top_k = int(cfg["num_experts_per_tok"])
+    out = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        sel = np.argsort(-prob[t], kind="stable")[:top_k]
+        w = prob[t, sel]
+        if norm:
+            w = w / w.sum()
+        ht = h[t:t + 1]
+        for e, we in zip(sel, w):
+            e_p = f"{ex}{e}."
+            gate = mm(ht, e_p + names[0] + ".weight")
+            up = mm(ht, e_p + names[1] + ".weight")
+            out[t] += we * mm(gate / (1.0 + np.exp(-gate)) * up, e_p + names[2] + ".weight")[0]
+    if p + "mlp.shared_expert_gate.weight" in weights:  # Qwen2-MoE
+        sp = p + "mlp.shared_expert."
+        gate = mm(h, sp + "gate_proj.weight")
+        up = mm(h, sp + "up_proj.weight")
+        shared = mm(gate / (1.0 + np.exp(-gate)) * up, sp + "down_proj.weight")
+        g = h @ weights[p + "mlp.shared_expert_gate.weight"].T  # [n, 1], an F32 vector in GGUF
+        out += shared / (1.0 + np.exp(-g))
+    return out
+
+
 def forward(cfg: dict, weights: dict, token_ids, positions=None,
             emulate_engine: bool = False, hidden: bool = False) -> np.ndarray:
     """logits [n_tokens, vocab] (float64) at every position of `token_ids`; with `hidden`, the
@@ -327,6 +419,9 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None,
             return y.reshape(n, rows_heads, d)
 
         q, k, v = proj("q_proj", nh), proj("k_proj", nkv), proj("v_proj", nkv)
+        if p + "self_attn.q_norm.weight" in weights:  # Qwen3: RMSNorm over each head's dims
+            q = _rmsnorm(q, weights[p + "self_attn.q_norm.weight"], eps)
+            k = _rmsnorm(k, weights[p + "self_attn.k_norm.weight"], eps)
         q = q * cos + _rotate_half(q) * sin
         k = k * cos + _rotate_half(k) * sin
         if blocks:
@@ -341,6 +436,10 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None,
         att = np.einsum("hij,jhd->ihd", prob, v).reshape(n, nh * d)
         x = x + mm(att, p + "self_attn.o_proj.weight")
         h = _rmsnorm(x, weights[p + "post_attention_layernorm.weight"], eps)
+        routed = _moe(cfg, weights, layer, h, mm)
+        if routed is not None:
+            x = x + routed
+            continue
         gate = mm(h, p + "mlp.gate_proj.weight")
         up = mm(h, p + "mlp.up_proj.weight")
         x = x + mm(gate / (1.0 + np.exp(-gate)) * up, p + "mlp.down_proj.weight")

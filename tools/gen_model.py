@@ -59,6 +59,39 @@ PRESETS = {
     "qwen2.5-1.5b": dict(arch="qwen2", hidden=1536, intermediate=8960, layers=28, heads=12,
                          kv_heads=2, head_dim=128, vocab=151936, tied=True, qkv_bias=True,
                          rope_theta=1e6, max_pos=32768, rms_eps=1e-6, tokenizer="qwen3"),
+    # Qwen3: head_dim 128 independent of hidden / heads, q/k norms, no biases.
+    "tiny-qwen3": dict(arch="qwen3", hidden=128, intermediate=384, layers=3, heads=4, kv_heads=2,
+                       head_dim=64, vocab=1024, tied=True, rope_theta=1e6, max_pos=4096,
+                       rms_eps=1e-6, tokenizer="tok512"),
+    "qwen3-0.6b": dict(arch="qwen3", hidden=1024, intermediate=3072, layers=28, heads=16,
+                       kv_heads=8, head_dim=128, vocab=151936, tied=True, rope_theta=1e6,
+                       max_pos=40960, rms_eps=1e-6, tokenizer="qwen3"),
+    "qwen3-1.7b": dict(arch="qwen3", hidden=2048, intermediate=6144, layers=28, heads=16,
+                       kv_heads=8, head_dim=128, vocab=151936, tied=True, rope_theta=1e6,
+                       max_pos=40960, rms_eps=1e-6, tokenizer="qwen3"),
+    # Mixture of experts (every row length a multiple of 32 for Q8_0/Q4_0).
+    "tiny-mixtral": dict(arch="mixtral", hidden=128, intermediate=256, layers=2, heads=4,
+                         kv_heads=2, head_dim=32, vocab=512, tied=False, rope_theta=1e6,
+                         max_pos=4096, rms_eps=1e-5, experts=4, experts_per_tok=2,
+                         tokenizer="tok512"),
+    "tiny-qwen3moe": dict(arch="qwen3moe", hidden=128, intermediate=256, layers=3, heads=4,
+                          kv_heads=2, head_dim=32, vocab=512, tied=False, rope_theta=1e6,
+                          max_pos=4096, rms_eps=1e-6, experts=8, experts_per_tok=2,
+                          moe_intermediate=64, norm_topk_prob=True, tokenizer="tok512"),
+    "tiny-qwen2moe": dict(arch="qwen2moe", hidden=128, intermediate=256, layers=2, heads=4,
+                          kv_heads=2, head_dim=32, vocab=512, tied=False, qkv_bias=True,
+                          rope_theta=1e6, max_pos=4096, rms_eps=1e-6, experts=8,
+                          experts_per_tok=2, moe_intermediate=64, shared_intermediate=128,
+                          norm_topk_prob=False, tokenizer="tok512"),
+    "qwen3-30b-a3b": dict(arch="qwen3moe", hidden=2048, intermediate=6144, layers=48, heads=32,
+                          kv_heads=4, head_dim=128, vocab=151936, tied=False, rope_theta=1e6,
+                          max_pos=40960, rms_eps=1e-6, experts=128, experts_per_tok=8,
+                          moe_intermediate=768, norm_topk_prob=True, tokenizer="qwen3"),
+    # Mixtral-8x7B's widths, 4 of its 32 layers.
+    "mixtral-8x7b-reduced": dict(arch="mixtral", hidden=4096, intermediate=14336, layers=4,
+                                 heads=32, kv_heads=8, head_dim=128, vocab=32000, tied=False,
+                                 rope_theta=1e6, max_pos=32768, rms_eps=1e-5, experts=8,
+                                 experts_per_tok=2, tokenizer="mistral-v0.1"),
     "llama-3.2-1b": dict(arch="llama", hidden=2048, intermediate=8192, layers=16, heads=32,
                          kv_heads=8, head_dim=64, vocab=128256, tied=True, rope_theta=500000.0,
                          rope_scaling="llama3:32:1:4:8192", max_pos=131072, rms_eps=1e-5,
@@ -99,7 +132,15 @@ TOKENIZER_ALIASES = {"qwen": "qwen3", "qwen2": "qwen3", "mistral": "mistral-v0.1
 HF_DTYPES = {"f32": ("F32", "float32", 4), "f16": ("F16", "float16", 2),
              "bf16": ("BF16", "bfloat16", 2)}
 ARCHS = {"llama": ("LlamaForCausalLM", "llama"), "mistral": ("MistralForCausalLM", "mistral"),
-         "qwen2": ("Qwen2ForCausalLM", "qwen2")}
+         "qwen2": ("Qwen2ForCausalLM", "qwen2"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+         "mixtral": ("MixtralForCausalLM", "mixtral"),
+         "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
+         "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe")}
+MOE_ARCHS = ("mixtral", "qwen2moe", "qwen3moe")
+# GGUF general.architecture: Mistral and Mixtral files say "llama" (with expert_count for
+# Mixtral), as llama.cpp's converter writes them.
+GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
+             "mixtral": "llama", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe"}
 
 CHUNK_ELEMENTS = 1 << 22  # rows are generated/converted/written in pieces of about this size
 
@@ -157,6 +198,22 @@ class ModelShape:
     max_pos: int = 2048
     rms_eps: float = 1e-5
     sliding_window: int | None = None
+    # Mixture of experts (arch mixtral / qwen2moe / qwen3moe).
+    experts: int = 0
+    experts_per_tok: int = 0
+    moe_intermediate: int = 0          # qwen*moe expert width (mixtral: intermediate)
+    shared_intermediate: int = 0       # qwen2moe shared expert width
+    norm_topk_prob: bool = True
+    decoder_sparse_step: int = 1
+    mlp_only_layers: tuple = ()
+
+    def sparse(self, layer: int) -> bool:
+        """transformers' rule: experts where (l + 1) % step == 0 and l not in mlp_only_layers."""
+        return (self.experts > 0 and (layer + 1) % self.decoder_sparse_step == 0
+                and layer not in self.mlp_only_layers)
+
+    def expert_width(self) -> int:
+        return self.intermediate if self.arch == "mixtral" else self.moe_intermediate
 
     def validate(self):
         if self.arch not in ARCHS:
@@ -170,7 +227,17 @@ class ModelShape:
             raise ValueError("head_dim must be even")
         if self.sliding_window and self.arch != "mistral":
             raise ValueError("--sliding-window is only supported for --arch mistral")
-        if self.qkv_bias and self.arch != "qwen2":
+        if (self.arch in MOE_ARCHS) != (self.experts > 0):
+            raise ValueError("--experts > 0 goes with --arch mixtral / qwen2moe / qwen3moe")
+        if self.experts and not 1 <= self.experts_per_tok <= self.experts:
+            raise ValueError("--experts-per-tok must be in [1, --experts]")
+        if self.experts and self.expert_width() <= 0:
+            raise ValueError("--moe-intermediate must be positive")
+        if self.shared_intermediate and self.arch != "qwen2moe":
+            raise ValueError("--shared-intermediate is only for --arch qwen2moe")
+        if self.arch == "mixtral" and (self.decoder_sparse_step != 1 or self.mlp_only_layers):
+            raise ValueError("mixtral layers are all sparse")
+        if self.qkv_bias and self.arch not in ("qwen2", "qwen2moe"):
             raise ValueError("--qkv-bias is only supported for --arch qwen2 (HF llama's "
                              "attention_bias would also add an o_proj bias)")
 
@@ -182,12 +249,53 @@ class TensorSpec:
     shape: tuple
     kind: str              # embed | norm | matrix | bias | head
     permute_heads: int = 0  # >0: llama Q/K, permute rows for GGUF with this many heads
+    # experts > 0: shape is (experts, rows, cols), one HF tensor per expert (hf_name holds
+    # "{}" for the expert id) and one stacked GGUF tensor.
+    experts: int = 0
+    gguf_shape: tuple | None = None  # when the GGUF tensor's shape differs (a [1, n] as [n])
+
+
+def moe_tensor_specs(m: ModelShape, p: str, g: str) -> list[TensorSpec]:
+    """A sparse layer: router, experts (HF: one tensor each; GGUF: stacked), shared expert."""
+    H, E, W = m.hidden, m.experts, m.expert_width()
+    if m.arch == "mixtral":
+        router, ex = p + "block_sparse_moe.gate.weight", p + "block_sparse_moe.experts.{}."
+        names = ("w1", "w3", "w2")
+    else:
+        router, ex = p + "mlp.gate.weight", p + "mlp.experts.{}."
+        names = ("gate_proj", "up_proj", "down_proj")
+    specs = [TensorSpec(router, g + "ffn_gate_inp.weight", (E, H), "router")]
+    for hf, gg, shape in zip(names, ("ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"),
+                             ((E, W, H), (E, W, H), (E, H, W))):
+        specs.append(TensorSpec(ex + hf + ".weight", g + gg + ".weight", shape, "matrix",
+                                experts=E))
+    if m.shared_intermediate:
+        S = m.shared_intermediate
+        sp = p + "mlp.shared_expert."
+        specs += [TensorSpec(sp + "gate_proj.weight", g + "ffn_gate_shexp.weight", (S, H), "matrix"),
+                  TensorSpec(sp + "up_proj.weight", g + "ffn_up_shexp.weight", (S, H), "matrix"),
+                  TensorSpec(sp + "down_proj.weight", g + "ffn_down_shexp.weight", (H, S), "matrix"),
+                  TensorSpec(p + "mlp.shared_expert_gate.weight", g + "ffn_gate_inp_shexp.weight",
+                             (1, H), "matrix", gguf_shape=(H,))]
+    return specs
+
+
+def hf_tensors(specs: list[TensorSpec]) -> list[TensorSpec]:
+    """The safetensors entries: an expert spec becomes one [rows, cols] tensor per expert."""
+    out = []
+    for s in specs:
+        if s.experts:
+            out += [TensorSpec(s.hf_name.format(e), "", s.shape[1:], s.kind)
+                    for e in range(s.experts)]
+        else:
+            out.append(s)
+    return out
 
 
 def tensor_specs(m: ModelShape) -> list[TensorSpec]:
     H, I, D = m.hidden, m.intermediate, m.head_dim
     q, kv = m.heads * D, m.kv_heads * D
-    perm = m.arch in ("llama", "mistral")  # llama.cpp "llama" arch wants adjacent-pair Q/K rows
+    perm = GGUF_ARCH[m.arch] == "llama"  # llama.cpp "llama" arch wants adjacent-pair Q/K rows
     specs = [TensorSpec("model.embed_tokens.weight", "token_embd.weight", (m.vocab, H), "embed")]
     for i in range(m.layers):
         p, g = f"model.layers.{i}.", f"blk.{i}."
@@ -201,10 +309,16 @@ def tensor_specs(m: ModelShape) -> list[TensorSpec]:
             if m.qkv_bias:
                 specs.append(TensorSpec(p + f"self_attn.{name}.bias", g + f"{gname}.bias",
                                         (rows,), "bias", ph))
+            if m.arch in ("qwen3", "qwen3moe") and name != "v_proj":  # per-head q/k RMSNorm
+                specs.append(TensorSpec(p + f"self_attn.{name[0]}_norm.weight",
+                                        g + f"{gname}_norm.weight", (D,), "norm"))
         specs.append(TensorSpec(p + "self_attn.o_proj.weight", g + "attn_output.weight", (H, q),
                                 "matrix"))
         specs.append(TensorSpec(p + "post_attention_layernorm.weight", g + "ffn_norm.weight", (H,),
                                 "norm"))
+        if m.sparse(i):
+            specs.extend(moe_tensor_specs(m, p, g))
+            continue
         specs.append(TensorSpec(p + "mlp.gate_proj.weight", g + "ffn_gate.weight", (I, H), "matrix"))
         specs.append(TensorSpec(p + "mlp.up_proj.weight", g + "ffn_up.weight", (I, H), "matrix"))
         specs.append(TensorSpec(p + "mlp.down_proj.weight", g + "ffn_down.weight", (H, I), "matrix"))
@@ -235,6 +349,8 @@ def hf_bytes(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def rows_per_chunk(spec: TensorSpec, head_dim: int) -> int:
+    if spec.experts:
+        return spec.shape[1]  # one expert per chunk (its HF tensor)
     if len(spec.shape) == 1:
         return spec.shape[0]
     cols = spec.shape[1]
@@ -244,8 +360,8 @@ def rows_per_chunk(spec: TensorSpec, head_dim: int) -> int:
 def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float):
     """Yields (row0, float32 array) covering the tensor in order."""
     rng = np.random.default_rng([seed, zlib.crc32(spec.hf_name.encode())])
-    rows = spec.shape[0]
-    cols = spec.shape[1] if len(spec.shape) == 2 else None
+    rows = spec.shape[0] * spec.shape[1] if spec.experts else spec.shape[0]
+    cols = spec.shape[-1] if len(spec.shape) >= 2 else None
     step = rows_per_chunk(spec, m.head_dim)
     for r0, r1 in gw.iter_row_chunks(rows, step):
         shape = (r1 - r0, cols) if cols else (r1 - r0,)
@@ -257,6 +373,8 @@ def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float
             x *= np.float32(0.1)
         elif spec.kind == "embed":
             x *= np.float32(embed_std)
+        elif spec.kind == "router":  # logits of std 4: the top-k choice has clear margins
+            x *= np.float32(4.0 / math.sqrt(cols))
         else:  # matrix, head: unit-variance outputs for unit-variance inputs
             x *= np.float32(1.0 / math.sqrt(cols))
         yield r0, x
@@ -424,9 +542,22 @@ def hf_config(m: ModelShape, dtype: str, bos: int | None, eos: int | None) -> di
         c.update(attention_bias=False, mlp_bias=False, attention_dropout=0.0)
     elif m.arch == "mistral":
         c.update(sliding_window=m.sliding_window, attention_dropout=0.0)
-    else:  # qwen2: q/k/v biases are implicit in the architecture
+    elif m.arch == "mixtral":
+        c.update(sliding_window=None, attention_dropout=0.0, num_local_experts=m.experts,
+                 num_experts_per_tok=m.experts_per_tok, router_aux_loss_coef=0.02)
+    elif m.arch in ("qwen2", "qwen2moe"):  # q/k/v biases are implicit in the architecture
         c.update(use_sliding_window=False, sliding_window=m.max_pos, max_window_layers=m.layers,
                  attention_dropout=0.0)
+    else:  # qwen3, qwen3moe: q/k norms are implicit in the architecture
+        c.update(attention_bias=False, use_sliding_window=False, sliding_window=None,
+                 max_window_layers=m.layers, attention_dropout=0.0)
+    if m.arch in ("qwen2moe", "qwen3moe"):
+        c.update(num_experts=m.experts, num_experts_per_tok=m.experts_per_tok,
+                 moe_intermediate_size=m.moe_intermediate, norm_topk_prob=m.norm_topk_prob,
+                 decoder_sparse_step=m.decoder_sparse_step,
+                 mlp_only_layers=list(m.mlp_only_layers))
+        if m.arch == "qwen2moe":
+            c["shared_expert_intermediate_size"] = m.shared_intermediate
     return c
 
 
@@ -438,7 +569,7 @@ def write_json(path: str, obj) -> None:
 
 def gguf_metadata(w: gw.GgufWriter, m: ModelShape, name: str, ftype: int,
                   tok: gw.TokenizerInfo | None):
-    arch = "qwen2" if m.arch == "qwen2" else "llama"
+    arch = GGUF_ARCH[m.arch]
     w.add_string("general.architecture", arch)
     w.add_string("general.name", name)
     w.add_u32("general.alignment", gw.DEFAULT_ALIGNMENT)
@@ -462,13 +593,21 @@ def gguf_metadata(w: gw.GgufWriter, m: ModelShape, name: str, ftype: int,
         w.add_f32(f"{arch}.rope.scaling.factor", m.rope_scaling.factor)
     if m.sliding_window:
         w.add_u32(f"{arch}.attention.sliding_window", m.sliding_window)
+    if m.experts:
+        w.add_u32(f"{arch}.expert_count", m.experts)
+        w.add_u32(f"{arch}.expert_used_count", m.experts_per_tok)
+        if m.arch != "mixtral":
+            w.add_u32(f"{arch}.expert_feed_forward_length", m.moe_intermediate)
+        if m.shared_intermediate:
+            w.add_u32(f"{arch}.expert_shared_feed_forward_length", m.shared_intermediate)
+        w.add_bool(f"{arch}.expert_weights_norm", m.norm_topk_prob)
     if tok is not None:
         gw.add_tokenizer_metadata(w, tok, m.vocab)
 
 
 def gguf_tensor_type(spec: TensorSpec, requested: int) -> int:
-    if len(spec.shape) == 1:
-        return gw.GGML_F32  # norms and biases stay F32, as in llama.cpp
+    if len(spec.shape) == 1 or spec.gguf_shape is not None or spec.kind == "router":
+        return gw.GGML_F32  # norms, biases and routers stay F32, as in llama.cpp
     per_block = gw.GGML_BLOCK[requested][0]
     if spec.shape[1] % per_block:
         return gw.GGML_F16  # llama.cpp's fallback for rows that do not fill whole blocks
@@ -512,6 +651,16 @@ def parse_args(argv=None):
     p.add_argument("--max-pos", type=int)
     p.add_argument("--rms-eps", type=float)
     p.add_argument("--sliding-window", type=int, help="mistral/qwen2 sliding window (tokens)")
+    p.add_argument("--experts", type=int, help="mixture of experts: experts per sparse layer")
+    p.add_argument("--experts-per-tok", type=int, help="experts a token uses (top-k)")
+    p.add_argument("--moe-intermediate", type=int, help="qwen2moe/qwen3moe expert width")
+    p.add_argument("--shared-intermediate", type=int, help="qwen2moe shared expert width")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--norm-topk-prob", dest="norm_topk_prob", action="store_true", default=None,
+                   help="renormalise the top-k routing weights (mixtral always does)")
+    g.add_argument("--no-norm-topk-prob", dest="norm_topk_prob", action="store_false")
+    p.add_argument("--decoder-sparse-step", type=int, help="qwen*moe: every Nth layer is sparse")
+    p.add_argument("--mlp-only-layers", help="qwen*moe: comma-separated dense layer indices")
     p.add_argument("--embed-std", type=float,
                    help="embedding std (default max(0.02, 1/sqrt(hidden)))")
     p.add_argument("--allow-in-repo", action="store_true", help="permit outputs inside the repo")
@@ -528,12 +677,16 @@ def build_shape(args) -> tuple[ModelShape, str | None]:
     preset_tok = base.pop("tokenizer", None)
     tok_name = resolve_tokenizer(args.tokenizer if args.tokenizer is not None else preset_tok)
     for k in ("arch", "hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim",
-              "vocab", "tied", "qkv_bias", "rope_theta", "max_pos", "rms_eps", "sliding_window"):
+              "vocab", "tied", "qkv_bias", "rope_theta", "max_pos", "rms_eps", "sliding_window",
+              "experts", "experts_per_tok", "moe_intermediate", "shared_intermediate",
+              "norm_topk_prob", "decoder_sparse_step"):
         v = getattr(args, k)
         if v is not None:
             base[k] = v
     if args.rope_scaling is not None:
         base["rope_scaling"] = args.rope_scaling
+    if args.mlp_only_layers is not None:
+        base["mlp_only_layers"] = tuple(int(v) for v in args.mlp_only_layers.split(",") if v)
     defaults = ModelShape()
     if args.head_dim is None and (args.hidden is not None or args.heads is not None
                                   or "head_dim" not in base):
@@ -546,8 +699,10 @@ def build_shape(args) -> tuple[ModelShape, str | None]:
     if "intermediate" not in base and "hidden" in base:
         base["intermediate"] = base["hidden"] * 8 // 3 // 32 * 32 or 32
     base["rope_scaling"] = RopeScaling.parse(base.get("rope_scaling"))
-    if base.get("arch") == "qwen2":
+    if base.get("arch") in ("qwen2", "qwen2moe"):
         base["qkv_bias"] = True
+    if base.get("arch") == "mixtral":
+        base["norm_topk_prob"] = True
     if base.get("qkv_bias") is None:
         base.pop("qkv_bias", None)
     m = ModelShape(**base)
@@ -595,7 +750,8 @@ def main(argv=None) -> int:
     name = args.name or args.preset or "random"
     log(f"gen_model: {name} arch={m.arch} hidden={m.hidden} inter={m.intermediate} "
         f"layers={m.layers} heads={m.heads}/{m.kv_heads} head_dim={m.head_dim} vocab={m.vocab} "
-        f"tied={m.tied} params={n_params / 1e6:.2f}M tokenizer={tok_name}")
+        f"tied={m.tied} params={n_params / 1e6:.2f}M tokenizer={tok_name}"
+        + (f" experts={m.experts} top{m.experts_per_tok}" if m.experts else ""))
 
     st = None
     if args.out:
@@ -612,7 +768,7 @@ def main(argv=None) -> int:
                    {"bos_token_id": bos, "eos_token_id": gen_eos})
         if tok_name:
             copy_tokenizer(tok_name, shared, args.out, m.max_pos)
-        st = SafetensorsWriter(args.out, specs, args.dtype, args.shard_size)
+        st = SafetensorsWriter(args.out, hf_tensors(specs), args.dtype, args.shard_size)
 
     gg = None
     if args.gguf:
@@ -626,8 +782,11 @@ def main(argv=None) -> int:
         if m.rope_scaling.kind == "llama3":
             rope_factors = llama3_rope_factors(m)
             gg.add_tensor("rope_freqs.weight", rope_factors.shape, gw.GGML_F32)
+        if m.experts and (m.decoder_sparse_step != 1 or m.mlp_only_layers):
+            raise SystemExit("GGUF MoE files have experts in every layer (llama.cpp); drop "
+                             "--decoder-sparse-step / --mlp-only-layers for --gguf")
         for s in specs:
-            gg.add_tensor(s.gguf_name, s.shape, gguf_tensor_type(s, gtype))
+            gg.add_tensor(s.gguf_name, s.gguf_shape or s.shape, gguf_tensor_type(s, gtype))
         gg.write_header()
         if rope_factors is not None:
             gg.write_tensor_data("rope_freqs.weight", rope_factors)
@@ -637,7 +796,8 @@ def main(argv=None) -> int:
         for r0, x in generate_chunks(s, m, args.seed, embed_std):
             x = round_to_dtype(x, args.dtype)
             if st:
-                st.write(s.hf_name, hf_bytes(x, args.dtype))
+                name = s.hf_name.format(r0 // s.shape[1]) if s.experts else s.hf_name
+                st.write(name, hf_bytes(x, args.dtype))
             if gg:
                 if s.permute_heads:
                     x = gw.llama_permute_qk(x, x.shape[0] // m.head_dim)

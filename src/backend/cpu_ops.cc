@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/kv_quant.h"
+#include "kernels/moe_routing.h"
 #include "kernels/ops.h"
 #include "kernels/quantize.h"
 #include "pagellm/check.h"
@@ -23,6 +24,11 @@ CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, Si
   for (const LayerWeights& l : model.weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
       packed_.Add(*w, pool);
+    const MoeWeights& m = l.moe;  // empty in dense layers (Add skips empty matrices)
+    for (const WeightMatrix* w : {&m.router, &m.shared_gate, &m.shared_up, &m.shared_down})
+      packed_.Add(*w, pool);
+    for (const auto* experts : {&m.gate, &m.up, &m.down})
+      for (const WeightMatrix& w : *experts) packed_.Add(w, pool);
   }
   packed_.Add(model.weights.lm_head, pool);
 }
@@ -78,6 +84,81 @@ void CpuOps::Add(float* x, const float* y, int64_t n) {
 
 void CpuOps::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   SiluMulAtLevel(level_, gate, up, out, n);
+}
+
+void CpuOps::MoeFfn(const MoeWeights& w, const MoeConfig& c, const float* h, float* out,
+                    int64_t rows) {
+  const int64_t hidden = w.router.cols;
+  const int n_exp = c.num_experts, k = c.num_experts_per_tok;
+  const int64_t inter = c.expert_intermediate;
+  const int64_t slots = rows * k;
+  auto grow = [](auto& v, int64_t n) {
+    if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+    return v.data();
+  };
+  float* logits = grow(moe_logits_, rows * n_exp);
+  int32_t* ids = grow(moe_ids_, slots);
+  float* weights = grow(moe_weights_, slots);
+  float* y = grow(moe_y_, slots * hidden);
+  MatMulAtLevel(level_, packed_.Get(w.router), h, rows, logits, pool_);
+  RouteTopK(logits, rows, n_exp, k, c.norm_topk_prob, ids, weights);
+
+  // Bucket the (token, slot) entries by expert, in token order (a counting sort).
+  int64_t* start = grow(moe_start_, n_exp + 1);
+  int32_t* order = grow(moe_order_, slots);
+  std::fill(start, start + n_exp + 1, 0);
+  for (int64_t s = 0; s < slots; ++s) ++start[ids[s] + 1];
+  for (int e = 0; e < n_exp; ++e) start[e + 1] += start[e];
+  for (int64_t s = 0; s < slots; ++s) order[start[ids[s]]++] = static_cast<int32_t>(s);
+  for (int e = n_exp; e > 0; --e) start[e] = start[e - 1];
+  start[0] = 0;
+
+  // One grouped SwiGLU per expert that has tokens: only those experts' weights are read.
+  float* x = grow(moe_x_, rows * std::max(hidden, inter));
+  float* gate = grow(moe_gate_, rows * std::max(inter, int64_t{c.shared_expert_intermediate}));
+  float* up = grow(moe_up_, rows * std::max(inter, int64_t{c.shared_expert_intermediate}));
+  for (int e = 0; e < n_exp; ++e) {
+    const int64_t n = start[e + 1] - start[e];
+    if (n == 0) continue;
+    const int32_t* entries = order + start[e];
+    for (int64_t i = 0; i < n; ++i) {
+      std::copy_n(h + (entries[i] / k) * hidden, hidden, x + i * hidden);
+    }
+    MatMulManyAtLevel(level_, {{&packed_.Get(w.gate[e]), gate}, {&packed_.Get(w.up[e]), up}}, x, n,
+                      pool_);
+    SiluMulAtLevel(level_, gate, up, gate, n * inter);
+    MatMulAtLevel(level_, packed_.Get(w.down[e]), gate, n, x, pool_);
+    for (int64_t i = 0; i < n; ++i) std::copy_n(x + i * hidden, hidden, y + entries[i] * hidden);
+  }
+
+  // Each token's weighted sum over its slots, largest weight first: a fixed order per token.
+  for (int64_t t = 0; t < rows; ++t) {
+    float* o = out + t * hidden;
+    const float* yt = y + t * k * hidden;
+    const float w0 = weights[t * k];
+    for (int64_t i = 0; i < hidden; ++i) o[i] = w0 * yt[i];
+    for (int j = 1; j < k; ++j) {
+      const float wj = weights[t * k + j];
+      const float* yj = yt + j * hidden;
+      for (int64_t i = 0; i < hidden; ++i) o[i] += wj * yj[i];
+    }
+  }
+  if (w.shared_expert_gate.empty()) return;
+  // Qwen2-MoE: + sigmoid(h · shared_expert_gate) · SwiGLU_shared(h), over all rows at once.
+  const int64_t sinter = c.shared_expert_intermediate;
+  MatMulManyAtLevel(level_, {{&packed_.Get(w.shared_gate), gate}, {&packed_.Get(w.shared_up), up}},
+                    h, rows, pool_);
+  SiluMulAtLevel(level_, gate, up, gate, rows * sinter);
+  MatMulAtLevel(level_, packed_.Get(w.shared_down), gate, rows, x, pool_);
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* ht = h + t * hidden;
+    float dot = 0.0f;
+    for (int64_t i = 0; i < hidden; ++i) dot += ht[i] * w.shared_expert_gate[i];
+    const float g = 1.0f / (1.0f + std::exp(-dot));
+    float* o = out + t * hidden;
+    const float* st = x + t * hidden;
+    for (int64_t i = 0; i < hidden; ++i) o[i] += g * st[i];
+  }
 }
 
 void CpuOps::Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) {

@@ -36,6 +36,8 @@ class CpuOps : public ForwardOps {
   void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override;
   void Add(float* x, const float* y, int64_t n) override;
   void SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
+              int64_t rows) override;
   void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) override;
   void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override;
   void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override;
@@ -58,6 +60,13 @@ class CpuOps : public ForwardOps {
   KvCacheStorage* kv_ = nullptr;
   std::array<std::vector<float>, 16> scratch_;  // grown on demand, reused across steps
   std::vector<float> rot_;  // [head_dim] smoothing / rotation scratch for KV writes
+  // MoeFfn's buffers (DecoderActivationFloats counts them): router logits [T][E], routing
+  // [T][k] ids and weights, the rows of one expert (input [n][hidden], gate and up
+  // [n][inter]), every (token, slot)'s expert output [T][k][hidden], and for each expert its
+  // (token, slot) entries in token order (order_, bucketed by start_).
+  std::vector<float> moe_logits_, moe_weights_, moe_x_, moe_gate_, moe_up_, moe_y_;
+  std::vector<int32_t> moe_ids_, moe_order_;
+  std::vector<int64_t> moe_start_;
 };
 
 }  // namespace pagellm

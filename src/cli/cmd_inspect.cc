@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "fmt/format.h"
 #include "model/model_weights.h"
+#include "model/moe_family.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm::cli {
@@ -45,6 +46,11 @@ CommandFn RegisterInspect(CLI::App& app) {
     for (const auto& l : m.weights.layers) {
       for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
         count(*w);
+      const MoeWeights& e = l.moe;  // empty in dense layers
+      for (const WeightMatrix* w : {&e.router, &e.shared_gate, &e.shared_up, &e.shared_down})
+        count(*w);
+      for (const auto* experts : {&e.gate, &e.up, &e.down})
+        for (const WeightMatrix& w : *experts) count(w);
     }
     if (!c.tie_word_embeddings) count(m.weights.lm_head);
     // K and V, every layer, float32 cache (the CPU backend's cache dtype).
@@ -72,6 +78,17 @@ CommandFn RegisterInspect(CLI::App& app) {
         {"kv_cache_dtype", "float32"},
         {"kv_bytes_per_token", kv_bytes_per_token},
     };
+    const MoeConfig& moe = c.moe;
+    j["qk_norm"] = c.qk_norm;
+    if (moe.num_experts > 0) {
+      j["moe"] = {{"num_experts", moe.num_experts},
+                  {"num_experts_per_tok", moe.num_experts_per_tok},
+                  {"expert_intermediate_size", moe.expert_intermediate},
+                  {"shared_expert_intermediate_size", moe.shared_expert_intermediate},
+                  {"norm_topk_prob", moe.norm_topk_prob},
+                  {"active_parameters", CountActiveParameters(c)},
+                  {"active_weights_bytes_per_token", ActiveWeightBytes(c, m.weights)}};
+    }
     if (*json) {
       fmt::print("{}\n", j.dump(2));
       return 0;
@@ -94,6 +111,18 @@ CommandFn RegisterInspect(CLI::App& app) {
                RopeScalingName(c.rope_scaling.type),
                c.rope_interleaved ? "(interleaved pairs)" : "(rotate_half)");
     fmt::print("qkv bias:           {}\n", c.attention_bias ? "yes" : "no");
+    fmt::print("q/k norm:           {}\n", c.qk_norm ? "yes" : "no");
+    if (moe.num_experts > 0) {
+      fmt::print("experts:            {} of {} per token (width {}{}, {})\n",
+                 moe.num_experts_per_tok, moe.num_experts, moe.expert_intermediate,
+                 moe.shared_expert_intermediate > 0
+                     ? fmt::format(", shared expert {}", moe.shared_expert_intermediate)
+                     : "",
+                 moe.norm_topk_prob ? "weights renormalised" : "softmax weights");
+      fmt::print("active per token:   {} parameters ({:.1f} M), {} weight bytes ({:.1f} MiB)\n",
+                 CountActiveParameters(c), CountActiveParameters(c) / 1e6,
+                 ActiveWeightBytes(c, m.weights), ActiveWeightBytes(c, m.weights) / 1048576.0);
+    }
     fmt::print("tied embeddings:    {}\n", c.tie_word_embeddings ? "yes" : "no");
     fmt::print("KV cache per token: {} bytes (float32 K+V, {} layers x {} kv dims)\n",
                kv_bytes_per_token, c.num_layers, c.kv_dim());

@@ -10,8 +10,10 @@
 #include "cli/engine_flags.h"
 #include "cli/vllm_compat_flags.h"
 #include "fmt/format.h"
+#include "model/arch_spec.h"
 #include "model/config_parser.h"
 #include "model/model_weights.h"
+#include "model/moe_family.h"
 #include "nlohmann/json.hpp"
 #include "planner/memory_planner.h"
 #include "planner/plan_report.h"
@@ -47,9 +49,10 @@ struct PlanFlags {
 struct ModelFacts {
   std::string path;
   ModelConfig config;
-  std::optional<int64_t> file_weights_bytes;  // weights as stored, when the files were read
-  int64_t num_parameters = 0;                 // from the files; 0 when not read
-  bool dtype_in_config = true;                // config.json names torch_dtype/dtype (GGUF: always)
+  std::optional<int64_t> file_weights_bytes;    // weights as stored, when the files were read
+  int64_t num_parameters = 0;                   // from the files; 0 when not read
+  std::optional<int64_t> active_weights_bytes;  // MoE: what one token reads, from the files
+  bool dtype_in_config = true;  // config.json names torch_dtype/dtype (GGUF: always)
 };
 
 bool HasSafetensors(const fs::path& dir) {
@@ -86,7 +89,12 @@ StatusOr<ModelFacts> ReadModel(const PlanFlags& flags) {
   f.config = loaded->config;
   f.file_weights_bytes = loaded->weights.total_bytes;
   f.num_parameters = loaded->weights.num_parameters;
+  f.active_weights_bytes = ActiveWeightBytes(loaded->config, loaded->weights);
   return f;
+}
+
+ShardDims FullDims(const ModelConfig& c) {
+  return ShardDims{c.q_dim(), c.kv_dim(), c.intermediate_size, c.vocab_size};
 }
 
 StatusOr<int64_t> DtypeBytes(const std::string& name) {
@@ -252,6 +260,17 @@ int RunPlan(const PlanFlags& f) {
         {"max_num_seqs", f.max_num_seqs},
     };
     j.update(PlanToJson(plan));
+    if (model->config.moe.num_experts > 0) {
+      j["moe"] = {{"num_experts", model->config.moe.num_experts},
+                  {"num_experts_per_tok", model->config.moe.num_experts_per_tok},
+                  {"num_parameters", GetArchSpec(model->config.arch)
+                                         .count_parameters(model->config, FullDims(model->config))},
+                  {"active_parameters", CountActiveParameters(model->config)}};
+      if (model->active_weights_bytes) {
+        j["moe"]["weights_bytes"] = *model->file_weights_bytes;
+        j["moe"]["active_weights_bytes_per_token"] = *model->active_weights_bytes;
+      }
+    }
     if (draft) {
       j["speculative_draft"] = {
           {"model", f.speculative_model},
@@ -268,6 +287,21 @@ int RunPlan(const PlanFlags& f) {
     fmt::print("weights source: {}\n", r->weights_source);
     fmt::print("activation source: {} (max_num_batched_tokens {}, max_num_seqs {})\n\n",
                r->activation_source, f.max_num_batched_tokens, f.max_num_seqs);
+    if (model->config.moe.num_experts > 0) {
+      const ModelConfig& c = model->config;
+      fmt::print(
+          "mixture of experts: {} of {} experts per token; parameters {:.1f} M, active "
+          "{:.1f} M per token",
+          c.moe.num_experts_per_tok, c.moe.num_experts,
+          GetArchSpec(c.arch).count_parameters(c, FullDims(c)) / 1e6,
+          CountActiveParameters(c) / 1e6);
+      if (model->active_weights_bytes) {
+        fmt::print("; weights read per decoded token {:.1f} of {:.1f} MiB",
+                   *model->active_weights_bytes / 1048576.0,
+                   *model->file_weights_bytes / 1048576.0);
+      }
+      fmt::print("\n\n");
+    }
     if (draft) {
       fmt::print(
           "speculative draft: {} (weights {:.1f} MiB, activations {:.1f} MiB, KV {} bytes/token: "

@@ -2,6 +2,7 @@
 
 #include "model/decoder_graph.h"
 #include "model/llama_family.h"
+#include "model/moe_family.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -17,6 +18,10 @@ const ArchSpec kArchSpecs[] = {
         .gguf_name = "llama",
         .hf_default_max_positions = 2048,
         .qkv_bias = false,
+        .qk_norm = false,
+        .moe = false,
+        .gguf_moe_norm_topk = false,
+        .shared_expert = false,
         .gguf_rope_interleaved = true,
         .parse_hf_fields = ParseLlamaHfFields,
         .hf_tensors = &kLlamaHfTensors,
@@ -33,6 +38,10 @@ const ArchSpec kArchSpecs[] = {
         .gguf_name = nullptr,
         .hf_default_max_positions = 4096 * 32,
         .qkv_bias = false,
+        .qk_norm = false,
+        .moe = false,
+        .gguf_moe_norm_topk = false,
+        .shared_expert = false,
         .gguf_rope_interleaved = true,
         .parse_hf_fields = ParseMistralHfFields,
         .hf_tensors = &kLlamaHfTensors,
@@ -49,10 +58,94 @@ const ArchSpec kArchSpecs[] = {
         .gguf_name = "qwen2",
         .hf_default_max_positions = 32768,
         .qkv_bias = true,
+        .qk_norm = false,
+        .moe = false,
+        .gguf_moe_norm_topk = false,
+        .shared_expert = false,
         .gguf_rope_interleaved = false,
         .parse_hf_fields = ParseQwen2HfFields,
         .hf_tensors = &kLlamaHfTensors,
         .gguf_tensors = &kLlamaGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kQwen3,
+        .hf_name = "Qwen3ForCausalLM",
+        .hf_description = "Qwen3ForCausalLM",
+        .gguf_name = "qwen3",
+        .hf_default_max_positions = 32768,
+        .qkv_bias = false,
+        .qk_norm = true,
+        .moe = false,
+        .gguf_moe_norm_topk = false,
+        .shared_expert = false,
+        .gguf_rope_interleaved = false,
+        .parse_hf_fields = ParseQwen3HfFields,
+        .hf_tensors = &kLlamaHfTensors,
+        .gguf_tensors = &kLlamaGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kMixtral,
+        .hf_name = "MixtralForCausalLM",
+        .hf_description = "MixtralForCausalLM",
+        .gguf_name = "llama",
+        .hf_default_max_positions = 4096 * 32,
+        .qkv_bias = false,
+        .qk_norm = false,
+        .moe = true,
+        .gguf_moe_norm_topk = true,
+        .shared_expert = false,
+        .gguf_rope_interleaved = true,
+        .parse_hf_fields = ParseMixtralHfFields,
+        .hf_tensors = &kMixtralHfTensors,
+        .gguf_tensors = &kMoeGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kQwen2Moe,
+        .hf_name = "Qwen2MoeForCausalLM",
+        .hf_description = "Qwen2MoeForCausalLM",
+        .gguf_name = "qwen2moe",
+        .hf_default_max_positions = 32768,
+        .qkv_bias = true,
+        .qk_norm = false,
+        .moe = true,
+        .gguf_moe_norm_topk = false,
+        .shared_expert = true,
+        .gguf_rope_interleaved = false,
+        .parse_hf_fields = ParseQwen2MoeHfFields,
+        .hf_tensors = &kQwenMoeHfTensors,
+        .gguf_tensors = &kMoeGgufTensors,
+        .bind_weights = BindLlamaFamilyWeights,
+        .count_parameters = CountLlamaFamilyParameters,
+        .activation_floats = DecoderActivationFloats,
+        .forward = ForwardDecoder,
+    },
+    {
+        .arch = Architecture::kQwen3Moe,
+        .hf_name = "Qwen3MoeForCausalLM",
+        .hf_description = "Qwen3MoeForCausalLM",
+        .gguf_name = "qwen3moe",
+        .hf_default_max_positions = 32768,
+        .qkv_bias = false,
+        .qk_norm = true,
+        .moe = true,
+        .gguf_moe_norm_topk = true,
+        .shared_expert = false,
+        .gguf_rope_interleaved = false,
+        .parse_hf_fields = ParseQwen3MoeHfFields,
+        .hf_tensors = &kQwenMoeHfTensors,
+        .gguf_tensors = &kMoeGgufTensors,
         .bind_weights = BindLlamaFamilyWeights,
         .count_parameters = CountLlamaFamilyParameters,
         .activation_floats = DecoderActivationFloats,
@@ -75,10 +168,14 @@ const ArchSpec* FindArchByHfName(std::string_view hf_name) {
   return nullptr;
 }
 
-const ArchSpec* FindArchByGgufName(std::string_view gguf_name) {
-  for (const ArchSpec& s : kArchSpecs)
-    if (s.gguf_name != nullptr && gguf_name == s.gguf_name) return &s;
-  return nullptr;
+const ArchSpec* FindArchByGgufName(std::string_view gguf_name, bool has_experts) {
+  const ArchSpec* any = nullptr;
+  for (const ArchSpec& s : kArchSpecs) {
+    if (s.gguf_name == nullptr || gguf_name != s.gguf_name) continue;
+    if (s.moe == has_experts) return &s;
+    if (any == nullptr) any = &s;
+  }
+  return any;
 }
 
 std::string SupportedArchitecturesList() {
@@ -90,8 +187,11 @@ std::string SupportedArchitecturesList() {
 
 std::string SupportedGgufArchitecturesList() {
   std::string out;
-  for (const ArchSpec& s : kArchSpecs)
-    if (s.gguf_name != nullptr) out += (out.empty() ? "" : ", ") + std::string(s.gguf_name);
+  for (const ArchSpec& s : kArchSpecs) {
+    // Each name once: the first spec that has it (Mixtral shares "llama").
+    if (s.gguf_name == nullptr || FindArchByGgufName(s.gguf_name, false) != &s) continue;
+    out += (out.empty() ? "" : ", ") + std::string(s.gguf_name);
+  }
   return out;
 }
 

@@ -22,6 +22,23 @@
 
 namespace pagellm {
 
+// Tensor names of a sparse layer's experts, after `layer_prefix + N + "."`. Per-expert files
+// (HF) name expert E's matrices `expert_prefix + E + "." + gate/up/down`; stacked files (GGUF)
+// hold all experts in one 3-D tensor [num_experts][rows][cols] named gate/up/down.
+struct MoeTensorNames {
+  const char* router;
+  bool stacked;
+  const char* expert_prefix;  // per-expert files only
+  const char* gate;
+  const char* up;
+  const char* down;
+  // Qwen2-MoE's shared expert and its gate ([1, hidden] or [hidden]).
+  const char* shared_gate;
+  const char* shared_up;
+  const char* shared_down;
+  const char* shared_expert_gate;
+};
+
 // Tensor names of one file format (HF safetensors or GGUF). Layer tensors are named
 // `layer_prefix + N + "." + suffix`.
 struct ArchTensorNames {
@@ -41,6 +58,11 @@ struct ArchTensorNames {
   const char* w_down;
   const char* final_norm;
   const char* lm_head;
+  // Per-head q/k RMSNorm weights ([head_dim]); read only when ModelConfig::qk_norm.
+  const char* q_norm;
+  const char* k_norm;
+  // Sparse layers' experts; null for dense families.
+  const MoeTensorNames* moe;
 };
 
 // The model loader's view of a checkpoint's tensors (model/model_loader.cc): each call checks
@@ -50,8 +72,15 @@ class TensorBinder {
   virtual ~TensorBinder() = default;
   // A [rows][cols] matrix kept in its stored dtype.
   virtual StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) = 0;
+  // `count` matrices [rows][cols] stored back to back in one [count][rows][cols] tensor (a
+  // GGUF file's experts), each kept in its stored dtype.
+  virtual StatusOr<std::vector<WeightMatrix>> StackedMatrices(const std::string& name,
+                                                              int64_t count, int64_t rows,
+                                                              int64_t cols) = 0;
   // A [n] vector (norm weights, biases) converted to float32.
   virtual StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) = 0;
+  // As Vector, for a tensor stored as [n] or [1][n] (a one-output projection).
+  virtual StatusOr<std::vector<float>> RowVector(const std::string& name, int64_t n) = 0;
   virtual bool Has(const std::string& name) const = 0;
   // Marks a tensor as used without binding it (an lm_head tied to the embedding anyway).
   virtual void Ignore(const std::string& name) = 0;
@@ -78,6 +107,15 @@ struct ArchSpec {
   int hf_default_max_positions;
   // q/k/v projections always carry biases.
   bool qkv_bias;
+  // q and k are RMS-normalised per head before RoPE (ModelConfig::qk_norm).
+  bool qk_norm;
+  // A mixture-of-experts family (ModelConfig::moe): GGUF files of its gguf_name with
+  // `{arch}.expert_count` > 0 are this family (Mixtral GGUFs say "llama"); with
+  // gguf_moe_norm_topk the k routing weights renormalise when the file does not say
+  // (`{arch}.expert_weights_norm`), and with shared_expert a Qwen2-MoE shared expert is bound.
+  bool moe;
+  bool gguf_moe_norm_topk;
+  bool shared_expert;
   // GGUF q/k rows are permuted for adjacent-pair RoPE (llama.cpp's llama converter).
   bool gguf_rope_interleaved;
   // Reads the architecture's own config.json fields (after the common ones) into `config`;
@@ -106,7 +144,9 @@ struct ArchSpec {
 const ArchSpec& GetArchSpec(Architecture arch);
 // Null when no supported architecture has that name.
 const ArchSpec* FindArchByHfName(std::string_view hf_name);
-const ArchSpec* FindArchByGgufName(std::string_view gguf_name);
+// `has_experts`: the file declares experts (`{arch}.expert_count` > 0); a dense and a
+// mixture-of-experts family may share one GGUF name.
+const ArchSpec* FindArchByGgufName(std::string_view gguf_name, bool has_experts = false);
 // "LlamaForCausalLM (Llama 1/2/3, SmolLM), MistralForCausalLM, ..." / "llama, qwen2".
 std::string SupportedArchitecturesList();
 std::string SupportedGgufArchitecturesList();

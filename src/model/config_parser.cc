@@ -123,6 +123,7 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
   if (mlp_bias) return UnimplementedError(src + ": 'mlp_bias' true is not supported");
 
   c.attention_bias = spec->qkv_bias;
+  c.qk_norm = spec->qk_norm;
   RETURN_IF_ERROR(spec->parse_hf_fields(f, src, &c));
 
   ASSIGN_OR_RETURN(std::optional<std::vector<int32_t>> bos, f.IdList("bos_token_id"));
@@ -246,7 +247,9 @@ Status ParseGgufRopeFreqs(const GgufFile& g, ModelConfig* c) {
 StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
   ASSIGN_OR_RETURN(std::string arch, g.GetString("general.architecture"));
   ModelConfig c;
-  const ArchSpec* spec = FindArchByGgufName(arch);
+  int expert_count = 0;
+  RETURN_IF_ERROR(OptionalGgufInt(g, arch + ".expert_count", &expert_count));
+  const ArchSpec* spec = FindArchByGgufName(arch, expert_count > 0);
   if (spec == nullptr) {
     return InvalidArgumentError(fmt::format(
         "{}: unsupported GGUF architecture '{}' (key 'general.architecture'); supported: {}",
@@ -256,6 +259,7 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
   c.hf_architecture = spec->hf_name;
   c.rope_interleaved = spec->gguf_rope_interleaved;
   c.attention_bias = spec->qkv_bias;
+  c.qk_norm = spec->qk_norm;
   const std::string p = arch + ".";
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "embedding_length", &c.hidden_size));
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "feed_forward_length", &c.intermediate_size));
@@ -280,6 +284,24 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
   RETURN_IF_ERROR(OptionalGgufInt(g, p + "attention.sliding_window", &c.sliding_window));
   if (c.sliding_window < 0)
     return DataLossError(fmt::format("{}: {}attention.sliding_window is negative", g.name(), p));
+  if (spec->moe) {
+    // Every layer is sparse in llama.cpp's MoE graphs; the k weights renormalise unless the
+    // file says otherwise (Qwen2-MoE's never do).
+    MoeConfig& m = c.moe;
+    m.num_experts = expert_count;
+    RETURN_IF_ERROR(RequiredGgufInt(g, p + "expert_used_count", &m.num_experts_per_tok));
+    m.expert_intermediate = c.intermediate_size;
+    RETURN_IF_ERROR(OptionalGgufInt(g, p + "expert_feed_forward_length", &m.expert_intermediate));
+    if (spec->shared_expert) {
+      m.shared_expert_intermediate = c.intermediate_size;
+      RETURN_IF_ERROR(OptionalGgufInt(g, p + "expert_shared_feed_forward_length",
+                                      &m.shared_expert_intermediate));
+    }
+    m.norm_topk_prob = spec->gguf_moe_norm_topk;
+    if (g.Find(p + "expert_weights_norm") != nullptr) {
+      ASSIGN_OR_RETURN(m.norm_topk_prob, g.GetBool(p + "expert_weights_norm"));
+    }
+  }
   c.rms_norm_eps = 1e-5f;
   RETURN_IF_ERROR(OptionalGgufFloat(g, p + "attention.layer_norm_rms_epsilon", &c.rms_norm_eps));
   c.rope_theta = 10000.0f;

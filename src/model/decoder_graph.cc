@@ -1,5 +1,7 @@
 #include "model/decoder_graph.h"
 
+#include <algorithm>
+
 namespace pagellm {
 namespace {
 
@@ -20,9 +22,18 @@ enum Slot : int {
 }  // namespace
 
 int64_t DecoderActivationFloats(const ModelConfig& c, int64_t t, int64_t rows) {
-  return t * (3 * int64_t{c.hidden_size} + 2 * c.q_dim() + 2 * c.kv_dim() +
-              2 * int64_t{c.intermediate_size}) +
-         rows * (int64_t{c.hidden_size} + c.vocab_size);
+  const MoeConfig& m = c.moe;
+  const int64_t hidden = c.hidden_size, k = m.num_experts_per_tok;
+  // MoeFfn's buffers: router logits and the routing [T][E + 2k], the selected experts'
+  // outputs [T][k][hidden], an expert's input or output [T][max(hidden, inter)], its gate and
+  // up [T][2 max(inter, shared inter)].
+  const int64_t widest = std::max(m.expert_intermediate, m.shared_expert_intermediate);
+  const int64_t moe = m.num_experts == 0
+                          ? 0
+                          : t * (m.num_experts + 2 * k + k * hidden +
+                                 std::max<int64_t>(hidden, m.expert_intermediate) + 2 * widest);
+  return t * (3 * hidden + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * int64_t{c.intermediate_size}) +
+         rows * (hidden + c.vocab_size) + moe;
 }
 
 void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
@@ -54,14 +65,23 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
       ops.AddBias(k, w.bk.data(), t_count, kvd);
       ops.AddBias(v, w.bv.data(), t_count, kvd);
     }
+    if (!w.q_norm.empty()) {  // Qwen3: RMSNorm of each head's [head_dim] q and k, in place
+      ops.RmsNorm(q, w.q_norm.data(), c.rms_norm_eps, q, t_count * c.num_heads, c.head_dim);
+      ops.RmsNorm(k, w.k_norm.data(), c.rms_norm_eps, k, t_count * c.num_kv_heads, c.head_dim);
+    }
     ops.Rope(batch, q, c.num_heads, k, c.num_kv_heads);
     ops.WriteKv(l, batch, k, v);
     ops.PagedAttention(l, batch, q, attn);
     const MatMulOutput o[] = {{&w.wo, proj}};
     ops.MatMul(o, attn, t_count);
     ops.Add(x, proj, t_count * hidden);
-    // SwiGLU MLP.
+    // SwiGLU MLP, or the experts of a sparse layer.
     ops.RmsNorm(x, w.ffn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
+    if (c.moe.IsSparseLayer(l)) {
+      ops.MoeFfn(w.moe, c.moe, h, proj, t_count);
+      ops.Add(x, proj, t_count * hidden);
+      continue;
+    }
     const MatMulOutput gate_up[] = {{&w.w_gate, gate}, {&w.w_up, up}};
     ops.MatMul(gate_up, h, t_count);
     ops.SiluMul(gate, up, gate, t_count * inter);

@@ -1,9 +1,11 @@
-// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2), written once against
+// The forward graph of a Llama-family decoder (Llama, Mistral, Qwen2, Qwen3), written once against
 // ForwardOps (model/forward_ops.h). Per layer, for the T tokens of a step (all sequences back to
 // back):
-//   h = RMSNorm(x) · attn_norm;  q,k,v = h·Wq/Wk/Wv (+bias);  RoPE(q, k) at each token's position
+//   h = RMSNorm(x) · attn_norm;  q,k,v = h·Wq/Wk/Wv (+bias);  [per-head RMSNorm(q, k) · q/k_norm]
+//   RoPE(q, k) at each token's position
 //   K/V written to the token's cache slot;  a = PagedAttention(q, cache);  x += a·Wo
-//   h = RMSNorm(x) · ffn_norm;  x += (silu(h·Wgate) ⊙ (h·Wup))·Wdown
+//   h = RMSNorm(x) · ffn_norm;  x += (silu(h·Wgate) ⊙ (h·Wup))·Wdown, or in a sparse layer
+//   x += MoeFfn(h) (the selected experts' SwiGLU outputs, weighted by the router)
 // then logits = RMSNorm(x)·final_norm · lm_head for the rows that need them (the last token of
 // each chunk, or all of them with all_logits).
 #pragma once

@@ -13,6 +13,8 @@
 #include "base/forward_batch.h"
 #include "kernels/matmul.h"
 #include "kernels/weight_matrix.h"
+#include "model/model_config.h"
+#include "model/model_weights.h"
 
 namespace pagellm {
 
@@ -26,7 +28,8 @@ class ForwardOps {
 
   // x [ids.size()][table.cols] = rows `ids` of the embedding table, as float.
   virtual void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) = 0;
-  // out[r] = x[r] / rms(x[r]) * weight for `rows` rows of `dim` floats; weight [dim].
+  // out[r] = x[r] / rms(x[r]) * weight for `rows` rows of `dim` floats; weight [dim]. out may
+  // be x (in place).
   virtual void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
                        int64_t dim) = 0;
   // y_i [rows][w_i.rows] = x [rows][cols] · w_iᵀ for 1..kMaxMatMulOutputs matrices of one dtype
@@ -38,6 +41,11 @@ class ForwardOps {
   virtual void Add(float* x, const float* y, int64_t n) = 0;
   // out = silu(gate) ⊙ up over n floats (out may alias gate).
   virtual void SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
+
+  // out [rows][hidden] = the mixture-of-experts FFN (MoeConfig's rule) of the normed input
+  // h [rows][hidden]. Bitwise batch-invariant: a row's result depends only on that row.
+  virtual void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
+                      int64_t rows) = 0;
 
   // Rotary embedding in place at each token's position (batch order): q [T][q_heads][head_dim],
   // k [T][kv_heads][head_dim].

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "model/moe_family.h"
+
 namespace pagellm {
 
 const ArchTensorNames kLlamaHfTensors = {
@@ -21,17 +23,31 @@ const ArchTensorNames kLlamaHfTensors = {
     "mlp.down_proj.weight",
     "model.norm.weight",
     "lm_head.weight",
+    "self_attn.q_norm.weight",
+    "self_attn.k_norm.weight",
+    nullptr,
 };
 
 const ArchTensorNames kLlamaGgufTensors = {
-    "token_embd.weight",  "blk.",
-    "attn_norm.weight",   "attn_q.weight",
-    "attn_k.weight",      "attn_v.weight",
-    "attn_output.weight", "attn_q.bias",
-    "attn_k.bias",        "attn_v.bias",
-    "ffn_norm.weight",    "ffn_gate.weight",
-    "ffn_up.weight",      "ffn_down.weight",
-    "output_norm.weight", "output.weight",
+    "token_embd.weight",
+    "blk.",
+    "attn_norm.weight",
+    "attn_q.weight",
+    "attn_k.weight",
+    "attn_v.weight",
+    "attn_output.weight",
+    "attn_q.bias",
+    "attn_k.bias",
+    "attn_v.bias",
+    "ffn_norm.weight",
+    "ffn_gate.weight",
+    "ffn_up.weight",
+    "ffn_down.weight",
+    "output_norm.weight",
+    "output.weight",
+    "attn_q_norm.weight",
+    "attn_k_norm.weight",
+    nullptr,
 };
 
 Status ParseLlamaHfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
@@ -55,7 +71,10 @@ Status ParseMistralHfFields(const JsonFields& f, const std::string& src, ModelCo
   return Status::Ok();
 }
 
-Status ParseQwen2HfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
+namespace {
+
+// Qwen2 and Qwen3 configs: transformers applies the window only to layers >= max_window_layers.
+Status CheckQwenSlidingWindow(const JsonFields& f, const std::string& src, ModelConfig* c) {
   ASSIGN_OR_RETURN(bool use_sw, f.BoolOr("use_sliding_window", false));
   if (use_sw) {
     // transformers applies the window only to layers >= max_window_layers.
@@ -69,6 +88,25 @@ Status ParseQwen2HfFields(const JsonFields& f, const std::string& src, ModelConf
     }
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseQwen2HfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
+  return CheckQwenSlidingWindow(f, src, c);
+}
+
+Status ParseQwen3HfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
+  // Qwen3Config's head_dim defaults to 128 rather than hidden / heads.
+  if (!f.HasKey("head_dim")) c->head_dim = 128;
+  // Qwen3's attention_bias adds an o_proj bias too, which the graph has no slot for.
+  ASSIGN_OR_RETURN(bool bias, f.BoolOr("attention_bias", false));
+  if (bias) {
+    return UnimplementedError(src +
+                              ": 'attention_bias' true (q/k/v/o biases) is not "
+                              "supported for Qwen3ForCausalLM");
+  }
+  return CheckQwenSlidingWindow(f, src, c);
 }
 
 Status BindLlamaFamilyWeights(const ArchTensorNames& n, TensorBinder& b, ModelConfig* config,
@@ -90,7 +128,15 @@ Status BindLlamaFamilyWeights(const ArchTensorNames& n, TensorBinder& b, ModelCo
       ASSIGN_OR_RETURN(l.bk, b.Vector(p + n.bk, c.kv_dim()));
       ASSIGN_OR_RETURN(l.bv, b.Vector(p + n.bv, c.kv_dim()));
     }
+    if (c.qk_norm) {
+      ASSIGN_OR_RETURN(l.q_norm, b.Vector(p + n.q_norm, c.head_dim));
+      ASSIGN_OR_RETURN(l.k_norm, b.Vector(p + n.k_norm, c.head_dim));
+    }
     ASSIGN_OR_RETURN(l.ffn_norm, b.Vector(p + n.ffn_norm, hidden));
+    if (c.moe.IsSparseLayer(i)) {
+      RETURN_IF_ERROR(BindMoeLayer(*n.moe, p, b, c, &l.moe));
+      continue;
+    }
     ASSIGN_OR_RETURN(l.w_gate, b.Matrix(p + n.w_gate, inter, hidden));
     ASSIGN_OR_RETURN(l.w_up, b.Matrix(p + n.w_up, inter, hidden));
     ASSIGN_OR_RETURN(l.w_down, b.Matrix(p + n.w_down, hidden, inter));
@@ -111,10 +157,19 @@ int64_t CountLlamaFamilyParameters(const ModelConfig& c, const ShardDims& d) {
   const int64_t hidden = c.hidden_size;
   const int64_t lm_heads = c.tie_word_embeddings ? 1 : 2;
   const int64_t bias = c.attention_bias ? 1 : 0;
-  // q and o; k and v; gate, up and down; the two norms; the q/k/v biases.
-  const int64_t layer = 2 * d.q_dim * hidden + 2 * d.kv_dim * hidden + 3 * d.intermediate * hidden +
-                        2 * hidden + bias * (d.q_dim + 2 * d.kv_dim);
-  return lm_heads * d.vocab * hidden + c.num_layers * layer + hidden;
+  const int64_t qk_norm = c.qk_norm ? 2 * int64_t{c.head_dim} : 0;
+  // q and o; k and v; the two norms; the q/k/v biases; the q/k norms.
+  const int64_t attn = 2 * d.q_dim * hidden + 2 * d.kv_dim * hidden + 2 * hidden +
+                       bias * (d.q_dim + 2 * d.kv_dim) + qk_norm;
+  const double inter_scale = static_cast<double>(d.intermediate) / c.intermediate_size;
+  int64_t layers = 0;
+  for (int l = 0; l < c.num_layers; ++l) {
+    // gate, up and down, or the experts
+    layers += attn + (c.moe.IsSparseLayer(l)
+                          ? MoeLayerParameters(c, hidden, inter_scale, /*active=*/false)
+                          : 3 * d.intermediate * hidden);
+  }
+  return lm_heads * d.vocab * hidden + layers + hidden;
 }
 
 }  // namespace pagellm

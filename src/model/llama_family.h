@@ -1,7 +1,7 @@
 // The ArchSpec hooks (model/arch_spec.h) of the Llama-family decoders: Llama 1/2/3 and SmolLM,
-// Mistral (a sliding window) and Qwen2/2.5 (q/k/v biases). They share tensor names, weight
-// binding, parameter count and the graph (model/decoder_graph.h); only their config.json
-// fields differ.
+// Mistral (a sliding window), Qwen2/2.5 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm). They
+// share tensor names, weight binding, parameter count and the graph (model/decoder_graph.h);
+// only their config.json fields and the spec's flags differ.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +18,7 @@ Status ParseLlamaHfFields(const JsonFields& fields, const std::string& source, M
 Status ParseMistralHfFields(const JsonFields& fields, const std::string& source,
                             ModelConfig* config);
 Status ParseQwen2HfFields(const JsonFields& fields, const std::string& source, ModelConfig* config);
+Status ParseQwen3HfFields(const JsonFields& fields, const std::string& source, ModelConfig* config);
 
 Status BindLlamaFamilyWeights(const ArchTensorNames& names, TensorBinder& binder,
                               ModelConfig* config, ModelWeights* weights);

@@ -15,6 +15,7 @@ constexpr int kMaxLayers = 1024;
 constexpr int kMaxHeads = 1024;
 constexpr int kMaxVocab = 1 << 24;
 constexpr int kMaxPositions = 1 << 26;
+constexpr int kMaxExperts = 1024;
 
 Status Bad(const std::string& what) {
   return InvalidArgumentError("invalid model config: " + what);
@@ -26,6 +27,13 @@ Status CheckRange(const char* name, int64_t v, int64_t lo, int64_t hi) {
 }
 
 }  // namespace
+
+bool MoeConfig::IsSparseLayer(int layer) const {
+  if (num_experts == 0 || (layer + 1) % decoder_sparse_step != 0) return false;
+  for (int l : mlp_only_layers)
+    if (l == layer) return false;
+  return true;
+}
 
 Status ModelConfig::Validate() const {
   RETURN_IF_ERROR(CheckRange("hidden_size", hidden_size, 1, kMaxHidden));
@@ -65,6 +73,17 @@ Status ModelConfig::Validate() const {
                                s.original_max_position_embeddings, 1, kMaxPositions));
   }
   RETURN_IF_ERROR(CheckRange("sliding_window", sliding_window, 0, kMaxPositions));
+  if (moe.num_experts != 0) {
+    RETURN_IF_ERROR(CheckRange("num_experts", moe.num_experts, 1, kMaxExperts));
+    RETURN_IF_ERROR(CheckRange("num_experts_per_tok", moe.num_experts_per_tok, 1, moe.num_experts));
+    RETURN_IF_ERROR(
+        CheckRange("moe_intermediate_size", moe.expert_intermediate, 1, kMaxIntermediate));
+    RETURN_IF_ERROR(CheckRange("shared_expert_intermediate_size", moe.shared_expert_intermediate, 0,
+                               kMaxIntermediate));
+    RETURN_IF_ERROR(CheckRange("decoder_sparse_step", moe.decoder_sparse_step, 1, kMaxLayers));
+    for (int l : moe.mlp_only_layers)
+      RETURN_IF_ERROR(CheckRange("mlp_only_layers", l, 0, kMaxLayers));
+  }
   RETURN_IF_ERROR(CheckRange("bos_token_id", bos_token_id, -1, vocab_size - 1));
   for (int32_t id : eos_token_ids) {
     RETURN_IF_ERROR(CheckRange("eos_token_id", id, 0, vocab_size - 1));

@@ -12,8 +12,30 @@
 namespace pagellm {
 
 // Llama 1/2/3 and SmolLM are kLlama; Mistral differs only by sliding window; Qwen2/2.5 adds
-// q/k/v biases. Each has one ArchSpec row (model/arch_spec.h) that says everything else.
-enum class Architecture { kLlama, kMistral, kQwen2 };
+// q/k/v biases; Qwen3 drops them for a per-head RMSNorm of q and k. Mixtral, Qwen2-MoE and
+// Qwen3-MoE are those decoders with a mixture-of-experts FFN. Each has one ArchSpec row
+// (model/arch_spec.h) that says everything else.
+enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kMixtral, kQwen2Moe, kQwen3Moe };
+
+// A mixture-of-experts FFN: per token, p = softmax(h · routerᵀ) over all experts, the
+// num_experts_per_tok largest p (ties to the lower expert id) select SwiGLU experts of width
+// expert_intermediate, and out = sum_k p_k · expert_k(h) (p_k renormalised to sum 1 over the
+// selected when norm_topk_prob; Mixtral's softmax over the selected logits is that rule).
+// Qwen2-MoE adds a shared SwiGLU expert of width shared_expert_intermediate, scaled by
+// sigmoid(h · shared_expert_gate). num_experts 0: every layer is dense.
+struct MoeConfig {
+  int num_experts = 0;
+  int num_experts_per_tok = 0;
+  int expert_intermediate = 0;
+  bool norm_topk_prob = true;
+  int shared_expert_intermediate = 0;  // 0: no shared expert
+  // Layer l is sparse when (l + 1) % decoder_sparse_step == 0 and l is not in mlp_only_layers
+  // (transformers' Qwen2-MoE / Qwen3-MoE rule); the others are dense of intermediate_size.
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
+
+  bool IsSparseLayer(int layer) const;
+};
 
 struct ModelConfig {
   Architecture arch = Architecture::kLlama;
@@ -36,8 +58,12 @@ struct ModelConfig {
   // false: rotate_half pairs (x[i], x[i + d/2]) — Hugging Face layout and GGUF "qwen2".
   bool rope_interleaved = false;
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
+  // q and k are RMS-normalised per head ([head_dim] weights, eps rms_norm_eps) before RoPE
+  // (Qwen3).
+  bool qk_norm = false;
   bool tie_word_embeddings = false;
-  int sliding_window = 0;            // 0 = full attention
+  int sliding_window = 0;  // 0 = full attention
+  MoeConfig moe;
   DType weight_dtype = DType::kF32;  // dtype of the bulk of the matrices (for reports)
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;

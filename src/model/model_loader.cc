@@ -46,53 +46,32 @@ class WeightBinder : public TensorBinder {
 
   StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) override {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {rows, cols}));
-    const TensorView& t = *e->tensor;
-    const WeightFormat& f = GetWeightFormat(t.dtype);
-    if (f.matmul == MatMulFamily::kNone) {
-      return UnimplementedError(
-          fmt::format("{}: tensor '{}': dtype {} is not supported for weight matrices", *e->file,
-                      name, f.name));
+    return BindMatrix(*e, name, e->tensor->data, rows, cols);
+  }
+
+  StatusOr<std::vector<WeightMatrix>> StackedMatrices(const std::string& name, int64_t count,
+                                                      int64_t rows, int64_t cols) override {
+    ASSIGN_OR_RETURN(const Entry* e, Use(name, {count, rows, cols}));
+    const int64_t slice_bytes = rows * DTypeRowBytes(e->tensor->dtype, cols);
+    std::vector<WeightMatrix> out(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      ASSIGN_OR_RETURN(out[i], BindMatrix(*e, name, e->tensor->data + i * slice_bytes, rows, cols));
     }
-    // The format's load-time hook: in place for single-tensor formats (kernels read elements
-    // in place, so it checks their alignment); a multi-tensor format repacks into store_.
-    WeightTensor part{t.data, t.dtype, rows, cols};
-    const WeightFormat* bind_as = &f;
-    if (cast_to_ && IsPlainFloat(f) && t.dtype != *cast_to_) {
-      // Row by row through float32: F16 and BF16 values are exact in float32, and the
-      // conversion to the narrower type rounds to nearest even (the format's quantize).
-      const WeightFormat& to = GetWeightFormat(*cast_to_);
-      const int64_t row_bytes = cols * to.block_bytes;
-      uint8_t* out = store_->Allocate(rows * row_bytes);
-      std::vector<float> row(static_cast<size_t>(cols));
-      for (int64_t r = 0; r < rows; ++r) {
-        f.dequantize(t.data + r * cols * f.block_bytes, row.data(), cols);
-        to.quantize(row.data(), out + r * row_bytes, cols);
-      }
-      total_bytes_ += rows * row_bytes - static_cast<int64_t>(t.nbytes);
-      part = WeightTensor{out, *cast_to_, rows, cols};
-      bind_as = &to;
-    }
-    StatusOr<WeightMatrix> m = bind_as->bind(*bind_as, {&part, 1}, rows, cols, store_);
-    if (!m.ok()) {
-      return Status(m.status().code(),
-                    fmt::format("{}: tensor '{}': {}", *e->file, name, m.status().message()));
-    }
-    return m;
+    return out;
   }
 
   StatusOr<std::vector<float>> Vector(const std::string& name, int64_t n) override {
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {n}));
-    const TensorView& t = *e->tensor;
-    std::vector<float> out(static_cast<size_t>(n));
-    const WeightFormat& f = GetWeightFormat(t.dtype);
-    if (!IsPlainFloat(f)) {
-      return UnimplementedError(
-          fmt::format("{}: tensor '{}': dtype {} is not supported for norms and biases (F32, "
-                      "F16, BF16)",
-                      *e->file, name, f.name));
+    return FloatVector(*e, name, n);
+  }
+
+  StatusOr<std::vector<float>> RowVector(const std::string& name, int64_t n) override {
+    auto it = tensors_.find(name);
+    if (it != tensors_.end() && it->second.tensor->shape == std::vector<int64_t>{1, n}) {
+      ASSIGN_OR_RETURN(const Entry* e, Use(name, {1, n}));
+      return FloatVector(*e, name, n);
     }
-    f.dequantize(t.data, out.data(), n);
-    return out;
+    return Vector(name, n);
   }
 
   // A positive finite scalar (shape [] or [1], F32/F16/BF16), or 0 when `name` is absent.
@@ -147,6 +126,59 @@ class WeightBinder : public TensorBinder {
     const TensorView* tensor;
     const std::string* file;
   };
+
+  // The format's load-time hook over one [rows][cols] matrix at `data` inside e's tensor: in
+  // place for single-tensor formats (kernels read elements in place, so it checks their
+  // alignment); a multi-tensor format, or a --dtype conversion, writes into store_.
+  StatusOr<WeightMatrix> BindMatrix(const Entry& entry, const std::string& name,
+                                    const uint8_t* data, int64_t rows, int64_t cols) {
+    const Entry* e = &entry;
+    const TensorView& t = *e->tensor;
+    const WeightFormat& f = GetWeightFormat(t.dtype);
+    if (f.matmul == MatMulFamily::kNone) {
+      return UnimplementedError(
+          fmt::format("{}: tensor '{}': dtype {} is not supported for weight matrices", *e->file,
+                      name, f.name));
+    }
+    WeightTensor part{data, t.dtype, rows, cols};
+    const WeightFormat* bind_as = &f;
+    if (cast_to_ && IsPlainFloat(f) && t.dtype != *cast_to_) {
+      // Row by row through float32: F16 and BF16 values are exact in float32, and the
+      // conversion to the narrower type rounds to nearest even (the format's quantize).
+      const WeightFormat& to = GetWeightFormat(*cast_to_);
+      const int64_t row_bytes = cols * to.block_bytes;
+      uint8_t* out = store_->Allocate(rows * row_bytes);
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        f.dequantize(data + r * cols * f.block_bytes, row.data(), cols);
+        to.quantize(row.data(), out + r * row_bytes, cols);
+      }
+      total_bytes_ += rows * row_bytes - rows * cols * f.block_bytes;
+      part = WeightTensor{out, *cast_to_, rows, cols};
+      bind_as = &to;
+    }
+    StatusOr<WeightMatrix> m = bind_as->bind(*bind_as, {&part, 1}, rows, cols, store_);
+    if (!m.ok()) {
+      return Status(m.status().code(),
+                    fmt::format("{}: tensor '{}': {}", *e->file, name, m.status().message()));
+    }
+    return m;
+  }
+
+  // e's n elements converted to float32 (plain-float dtypes only).
+  StatusOr<std::vector<float>> FloatVector(const Entry& e, const std::string& name, int64_t n) {
+    const TensorView& t = *e.tensor;
+    std::vector<float> out(static_cast<size_t>(n));
+    const WeightFormat& f = GetWeightFormat(t.dtype);
+    if (!IsPlainFloat(f)) {
+      return UnimplementedError(
+          fmt::format("{}: tensor '{}': dtype {} is not supported for norms and biases (F32, "
+                      "F16, BF16)",
+                      *e.file, name, f.name));
+    }
+    f.dequantize(t.data, out.data(), n);
+    return out;
+  }
 
   StatusOr<const Entry*> Use(const std::string& name, const std::vector<int64_t>& shape) {
     auto it = tensors_.find(name);

@@ -18,17 +18,30 @@ namespace pagellm {
 class GgufFile;
 class SafetensorsFile;
 
+// A sparse layer's mixture-of-experts FFN (ModelConfig::moe); every matrix empty in a dense
+// layer.
+struct MoeWeights {
+  WeightMatrix router;                       // [num_experts, hidden]
+  std::vector<WeightMatrix> gate, up, down;  // per expert: [inter, hidden] x2, [hidden, inter]
+  // Qwen2-MoE's shared expert ([shared_inter, hidden] x2, [hidden, shared_inter]) and its gate
+  // ([hidden]); empty without one.
+  WeightMatrix shared_gate, shared_up, shared_down;
+  std::vector<float> shared_expert_gate;
+};
+
 struct LayerWeights {
-  std::vector<float> attn_norm;   // [hidden]
-  WeightMatrix wq;                // [q_dim, hidden]
-  WeightMatrix wk;                // [kv_dim, hidden]
-  WeightMatrix wv;                // [kv_dim, hidden]
-  WeightMatrix wo;                // [hidden, q_dim]
-  std::vector<float> bq, bk, bv;  // [q_dim], [kv_dim], [kv_dim]; empty without attention_bias
-  std::vector<float> ffn_norm;    // [hidden]
-  WeightMatrix w_gate;            // [intermediate, hidden]
-  WeightMatrix w_up;              // [intermediate, hidden]
-  WeightMatrix w_down;            // [hidden, intermediate]
+  std::vector<float> attn_norm;       // [hidden]
+  WeightMatrix wq;                    // [q_dim, hidden]
+  WeightMatrix wk;                    // [kv_dim, hidden]
+  WeightMatrix wv;                    // [kv_dim, hidden]
+  WeightMatrix wo;                    // [hidden, q_dim]
+  std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim], [kv_dim]; empty without attention_bias
+  std::vector<float> q_norm, k_norm;  // [head_dim] each; empty without qk_norm
+  std::vector<float> ffn_norm;        // [hidden]
+  WeightMatrix w_gate;                // [intermediate, hidden]
+  WeightMatrix w_up;                  // [intermediate, hidden]
+  WeightMatrix w_down;                // [hidden, intermediate]
+  MoeWeights moe;                     // sparse layers: the experts instead of w_gate/w_up/w_down
   // fp8 KV cache scales of this layer from the checkpoint (vLLM's self_attn.k_scale/v_scale,
   // older k_proj/v_proj.output_scale, legacy kv_scale): a stored e4m3 value times the scale is
   // the real K (V), defined on raw post-RoPE K. 0 = the checkpoint carries none (then
