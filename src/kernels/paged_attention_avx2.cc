@@ -135,16 +135,8 @@ void AttendAvx2(const AttendArgs& a) {
   const int body = d & ~7;
   for (int j0 = a.begin; j0 < max_end; j0 += kTile) {
     const int rows = std::min(kTile, max_end - j0);
-    {  // Prefetch the next tile's rows (scattered blocks defeat the hardware prefetchers).
-      const int n_next = std::min(kTile, max_end - (j0 + kTile));
-      for (int j = 0; j < n_next; ++j) {
-        const int64_t off = kv.RowOffset(s, a.block_table, j0 + kTile + j, a.kv_head);
-        for (int64_t b = 0; b < kv.row_bytes; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(kv.k + off + b), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(kv.v + off + b), _MM_HINT_T0);
-        }
-      }
-    }
+    PrefetchKvRows(s, kv, a.block_table, j0 + kTile, std::min(kTile, max_end - (j0 + kTile)),
+                   a.kv_head);
     for (int j = 0; j < rows; ++j) {
       const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
       if (direct) {

@@ -322,19 +322,8 @@ void AttendAvx512(const AttendArgs& a) {
   for (int j0 = a.begin; j0 < max_end; j0 += kTile) {
     // Rows of this tile that some query of the run sees; each query uses its own prefix.
     const int rows = std::min(kTile, max_end - j0);
-    // Prefetch the next tile's K and V rows: rows of one head sit num_kv_heads rows apart and
-    // blocks are scattered, so the hardware prefetchers miss them, and a long-context decode
-    // step is bound by the latency of these reads, not by arithmetic (2x at 4,096 tokens).
-    {
-      const int n_next = std::min(kTile, max_end - (j0 + kTile));
-      for (int j = 0; j < n_next; ++j) {
-        const int64_t off = kv.RowOffset(s, a.block_table, j0 + kTile + j, a.kv_head);
-        for (int64_t b = 0; b < kv.row_bytes; b += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(kv.k + off + b), _MM_HINT_T0);
-          _mm_prefetch(reinterpret_cast<const char*>(kv.v + off + b), _MM_HINT_T0);
-        }
-      }
-    }
+    PrefetchKvRows(s, kv, a.block_table, j0 + kTile, std::min(kTile, max_end - (j0 + kTile)),
+                   a.kv_head);
     for (int j = 0; j < rows; ++j) {
       const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
       if (direct) {
