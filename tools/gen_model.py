@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Random-weight Llama-family models for tests and benchmarks (numpy only).
+"""Random-weight Llama-family models (dense and mixture-of-experts) for tests and benchmarks (numpy
+only).
 
 Writes a Hugging Face directory (config.json, generation_config.json, model.safetensors or
 shards + index, tokenizer files) and/or a GGUF v3 file with the same weights. See

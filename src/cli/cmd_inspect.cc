@@ -40,6 +40,7 @@ CommandFn RegisterInspect(CLI::App& app) {
     const ModelConfig& c = m.config;
     std::map<std::string, int64_t> dtype_bytes;
     auto count = [&](const WeightMatrix& w) {
+      if (w.rows == 0) return;  // a sparse layer's dense FFN, a dense layer's experts
       dtype_bytes[std::string(DTypeName(w.dtype))] += w.nbytes();
     };
     count(m.weights.embed);
