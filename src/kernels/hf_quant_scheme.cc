@@ -169,6 +169,7 @@ void KeepParts(std::span<const WeightTensor> parts, WeightMatrix* m) {
 StatusOr<WeightMatrix> BindAwq(const WeightFormat& f, std::span<const WeightTensor> parts,
                                int64_t rows, int64_t cols, WeightStore* store) {
   if (parts.size() != 3) return InvalidArgumentError("expected qweight, qzeros and scales");
+  if (rows <= 0 || cols <= 0) return InvalidArgumentError("empty matrix");
   const int64_t g = f.quant_group;
   if (rows % 8 != 0 || cols % g != 0) {
     return InvalidArgumentError(
@@ -189,6 +190,7 @@ StatusOr<WeightMatrix> BindGptq(const WeightFormat& f, std::span<const WeightTen
   if (parts.size() != 3 && parts.size() != 4) {
     return InvalidArgumentError("expected qweight, qzeros, scales and optionally g_idx");
   }
+  if (rows <= 0 || cols <= 0) return InvalidArgumentError("empty matrix");
   const int bits = f.quant_bits;
   const int p = 32 / bits;
   const int64_t g = f.quant_group > 0 ? f.quant_group : cols;
