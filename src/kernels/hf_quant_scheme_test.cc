@@ -154,6 +154,13 @@ TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ5_0) {
     EXPECT_EQ(m->num_parts, 3);
     ExpectDefinition(*m, c);
   }
+  // 2^21 weights: the repack splits the block columns over threads (when the machine has them).
+  const Checkpoint big =
+      MakeCheckpoint(rng, HfQuantMethod::kAwq, 4, 512, 4096, Sequential(4096, 128), 0, 15, 0);
+  WeightStore store;
+  StatusOr<WeightMatrix> m = Bind(big, 128, &store);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ExpectDefinition(*m, big);
 }
 
 TEST(HfQuantSchemeTest, GptqRepacksExactlyUnderBothZeroConventions) {
