@@ -387,3 +387,21 @@ def test_quantization_flag_must_match_the_checkpoint(shared_dir, tmp_path_factor
     assert r.returncode == 1 and "quantized with gptq, not awq" in r.stderr, r.stderr
     r = run_generate(pagellm_binary, awq, "--quantization", "gguf")
     assert r.returncode == 1 and "not a .gguf file" in r.stderr, r.stderr
+
+
+def test_python_llm_takes_the_quantization_argument(shared_dir, tmp_path_factory,
+                                                     pagellm_module):
+    """LLM(quantization=...) as vLLM's: the checkpoint's method (or a marlin name) loads and
+    gives the CLI's greedy tokens; another method is the loader's error."""
+    _, awq = make_checkpoint(shared_dir, tmp_path_factory, "awq_g64_llama2xs")
+    params = pagellm_module.SamplingParams(temperature=0, max_tokens=8)
+    ids = []
+    for q in (None, "awq", "awq_marlin"):
+        llm = pagellm_module.LLM(model=awq, quantization=q, kv_cache_memory_bytes=1 << 24)
+        ids.append(list(llm.generate(["Once upon a time"], params)[0].outputs[0].token_ids))
+        del llm
+    assert ids[0] == ids[1] == ids[2] and len(ids[0]) == 8
+    with pytest.raises(Exception, match="quantized with awq, not gptq"):
+        pagellm_module.LLM(model=awq, quantization="gptq", kv_cache_memory_bytes=1 << 24)
+    with pytest.raises(NotImplementedError, match="quantization='fp8'"):
+        pagellm_module.LLM(model=awq, quantization="fp8")
