@@ -1,9 +1,11 @@
-// libFuzzer target: Hugging Face config.json and generation_config.json parsing.
+// libFuzzer target: Hugging Face config.json, generation_config.json and the quantization
+// configs of AWQ / GPTQ checkpoints (quantization_config in config.json, quantize_config.json).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "model/config_parser.h"
+#include "model/quantization_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace pagellm;
@@ -26,7 +28,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   LoadedModel::GenerationDefaults defaults;
   Status s = ParseGenerationConfig(text, "fuzz/generation_config.json", &base, &defaults);
-  volatile bool sink = s.ok();
+  auto nested = ParseQuantizationConfig(text, "fuzz/config.json", /*nested=*/true);
+  auto plain = ParseQuantizationConfig(text, "fuzz/quantize_config.json", /*nested=*/false);
+  if (nested.ok() && nested->enabled) {
+    (void)nested->Format();  // the supported parameters make a format row
+    (void)CheckQuantizationOption("gptq_marlin", *nested, "fuzz");
+  }
+  volatile bool sink = s.ok() && plain.ok();
   (void)sink;
   return 0;
 }

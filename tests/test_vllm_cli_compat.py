@@ -67,7 +67,8 @@ def test_unsupported_values_fail_clearly(pagellm_binary, shared_dir):
     cases = ((["-tp", "2"], "tensor and pipeline parallelism are not supported"),
              (["--tensor-parallel-size", "4"], "not supported"),
              (["-pp", "2"], "not supported"),
-             (["--quantization", "awq"], "--quantization awq: not supported"),
+             (["--quantization", "awq"], "it is not an AWQ checkpoint"),
+             (["--quantization", "fp8"], "--quantization fp8: not supported"),
              (["--dtype", "int3"], "--dtype int3"),
              (["--max-model-len", "32x"], "--max-model-len '32x'"))
     for extra, message in cases:

@@ -83,7 +83,8 @@ StatusOr<ModelFacts> ReadModel(const PlanFlags& flags) {
   if (is_dir && !HasSafetensors(p)) return ReadConfigOnly((p / "config.json").string());
   // --dtype converts unquantized matrices at load, as `pagellm serve --dtype` does.
   ASSIGN_OR_RETURN(std::optional<DType> cast, ParseWeightDtype(flags.dtype));
-  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded, LoadModel(flags.model, LoadOptions{cast}));
+  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> loaded,
+                   LoadModel(flags.model, LoadOptions{cast, {}}));
   ModelFacts f;
   f.path = flags.model;
   f.config = loaded->config;

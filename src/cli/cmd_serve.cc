@@ -311,6 +311,7 @@ int RunServe(ServeOptions& o) {
     so.max_model_len = (*core)->max_model_len();
     so.block_size = ec.block_size;
     so.float_matrix_dtype = ec.float_matrix_dtype;
+    so.quantization = ec.quantization;
     auto runner = EmbeddingRunner::Create(so, *pooler);
     if (!runner.ok()) {
       server.Stop();

@@ -75,6 +75,7 @@ Status EngineFlags::Finalize() {
   }
   ASSIGN_OR_RETURN(std::vector<std::string> notes, vllm.Check());
   ASSIGN_OR_RETURN(config.float_matrix_dtype, ParseWeightDtype(vllm.dtype));
+  config.quantization = vllm.quantization;
   for (const std::string& note : notes) spdlog::warn("{}", note);
   ASSIGN_OR_RETURN(config.scheduler.policy, ParseSchedulingPolicy(scheduling_policy));
   ASSIGN_OR_RETURN(config.scheduler.preemption_mode, ParsePreemptionMode(preemption_mode));

@@ -23,8 +23,10 @@ void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
                  "Pipeline stages (alias -pp); only 1 is supported so far (an error otherwise)")
       ->capture_default_str();
   app.add_option("--quantization,-q", f.quantization,
-                 "Weight quantization method; the format is read from the weight files "
-                 "(GGUF Q8_0/Q4_0), and AWQ/GPTQ checkpoints are not supported yet (an error)");
+                 "Weight quantization method: awq | awq_marlin | gptq | gptq_marlin (a Hugging "
+                 "Face AWQ / GPTQ checkpoint; the marlin names mean the same formats here) or "
+                 "gguf. Optional: the method is read from the checkpoint's quantization_config, "
+                 "and a method that differs from it is an error");
   app.add_flag("--trust-remote-code", f.trust_remote_code,
                "Accepted for vLLM compatibility: no model code is ever downloaded or run");
   app.add_flag("--enforce-eager", f.enforce_eager,
@@ -47,10 +49,12 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
   if (!quantization.empty() && quantization != "None" && quantization != "none") {
     if (quantization == "gguf") {
       notes.push_back("--quantization gguf: the GGUF file's own tensor types are used");
-    } else {
+    } else if (quantization != "awq" && quantization != "awq_marlin" && quantization != "gptq" &&
+               quantization != "gptq_marlin") {
       return UnimplementedError(fmt::format(
           "--quantization {}: not supported; pagellm reads the weight format from the model "
-          "files (safetensors F32/F16/BF16, GGUF F32/F16/BF16/Q8_0/Q4_0)",
+          "files (safetensors F32/F16/BF16, AWQ and GPTQ checkpoints: awq, awq_marlin, gptq, "
+          "gptq_marlin; GGUF files: gguf)",
           quantization));
     }
   }

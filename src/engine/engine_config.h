@@ -23,6 +23,8 @@ struct EngineConfig {
   // --dtype: unquantized weight matrices converted to this type at load; nullopt ("auto"):
   // as stored (LoadOptions::float_matrix_dtype). A speculative draft model keeps its own.
   std::optional<DType> float_matrix_dtype;
+  // --quantization (LoadOptions::quantization): empty = what the checkpoint says.
+  std::string quantization;
   int threads = 0;  // 0 = all CPUs available to the process
   // --max-model-len; 0 = the model's max_position_embeddings.
   int32_t max_model_len = 0;

@@ -18,8 +18,9 @@
 namespace pagellm {
 
 StatusOr<std::unique_ptr<EngineCore>> EngineCore::Create(const EngineConfig& config) {
-  ASSIGN_OR_RETURN(std::unique_ptr<LoadedModel> model,
-                   LoadModel(config.model, LoadOptions{config.float_matrix_dtype}));
+  ASSIGN_OR_RETURN(
+      std::unique_ptr<LoadedModel> model,
+      LoadModel(config.model, LoadOptions{config.float_matrix_dtype, config.quantization}));
   std::unique_ptr<Tokenizer> tokenizer;
   if (config.tokenizer.empty()) {
     ASSIGN_OR_RETURN(tokenizer, LoadTokenizerForModel(*model));

@@ -11,7 +11,8 @@ namespace pagellm {
 
 StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions& o) {
   std::unique_ptr<ModelSession> s(new ModelSession());
-  ASSIGN_OR_RETURN(s->model_, LoadModel(o.model_path, LoadOptions{o.float_matrix_dtype}));
+  ASSIGN_OR_RETURN(s->model_,
+                   LoadModel(o.model_path, LoadOptions{o.float_matrix_dtype, o.quantization}));
   auto tok = LoadTokenizerForModel(*s->model_);
   if (tok.ok()) {
     s->tokenizer_ = std::move(tok).value();

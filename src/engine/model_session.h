@@ -28,6 +28,7 @@ struct SessionOptions {
   std::vector<int> kv_cache_dtype_skip_layers;
   bool calculate_kv_scales = false;
   std::optional<DType> float_matrix_dtype;  // --dtype (LoadOptions)
+  std::string quantization;                 // --quantization (LoadOptions)
 };
 
 class ModelSession {

@@ -89,7 +89,8 @@ Evaluator::~Evaluator() = default;
 StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const EngineConfig& config) {
   std::unique_ptr<Evaluator> e(new Evaluator());
   e->config_ = config;
-  ASSIGN_OR_RETURN(e->model_, LoadModel(config.model, LoadOptions{config.float_matrix_dtype}));
+  ASSIGN_OR_RETURN(e->model_, LoadModel(config.model, LoadOptions{config.float_matrix_dtype,
+                                                                  config.quantization}));
   ASSIGN_OR_RETURN(e->tokenizer_, LoadTokenizerForModel(*e->model_));
   EngineConfig& c = e->config_;
   if (c.max_model_len <= 0) c.max_model_len = e->model_->config.max_position_embeddings;

@@ -136,6 +136,24 @@ uint8_t* ActivationScratch(int64_t bytes) {
   return buf.get();
 }
 
+// Per-calling-thread scratch for activations gathered through a WeightMatrix::input_perm.
+float* GatherScratch(int64_t floats) {
+  struct FreeDeleter {
+    void operator()(float* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<float, FreeDeleter> buf;
+  thread_local int64_t capacity = 0;
+  if (floats > capacity) {
+    const int64_t want = std::max<int64_t>(floats + floats / 4, 16 << 10);
+    const int64_t rounded = (want + 15) / 16 * 16;
+    buf.reset(
+        static_cast<float*>(std::aligned_alloc(64, static_cast<size_t>(rounded) * sizeof(float))));
+    CHECK(buf != nullptr) << "out of memory for " << rounded << " gathered activations";
+    capacity = rounded;
+  }
+  return buf.get();
+}
+
 }  // namespace
 
 bool IsMatMulWeightType(DType t) {
@@ -157,7 +175,8 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   int64_t total_rows = 0;
   for (int i = 0; i < num_outs; ++i) {
     const WeightMatrix& w = *outs[i].w;
-    CHECK(w.dtype == w0.dtype && w.cols == w0.cols) << "MatMulMany needs one dtype and width";
+    CHECK(w.dtype == w0.dtype && w.cols == w0.cols && w.input_perm == w0.input_perm)
+        << "MatMulMany needs one dtype, width and input permutation";
     CHECK(w.rows == 0 || (w.data != nullptr && outs[i].y != nullptr));
     total_rows += w.rows;
   }
@@ -166,6 +185,18 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   CHECK(x != nullptr);
   const bool quant = format.matmul != MatMulFamily::kFloat;
   CHECK_EQ(w0.cols % format.block_elems, 0) << "rows are whole blocks of " << format.block_elems;
+
+  // An input permutation (GPTQ act-order) is applied once: x'[t][j] = x[t][perm[j]].
+  if (w0.input_perm != nullptr) {
+    float* xp = GatherScratch(n_tokens * w0.cols);
+    const int32_t* perm = w0.input_perm;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* src = x + t * w0.cols;
+      float* dst = xp + t * w0.cols;
+      for (int64_t j = 0; j < w0.cols; ++j) dst[j] = src[perm[j]];
+    }
+    x = xp;
+  }
 
   const Plan plan = MakePlan(level, format);
   MatMulArgs args[kMaxMatMulOutputs];
@@ -273,9 +304,10 @@ void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs
   CHECK(outs.size() >= 1 && outs.size() <= static_cast<size_t>(kMaxMatMulOutputs));
   bool same = true;
   for (const MatMulOutput& o : outs) {
-    same = same && o.w->dtype == outs.begin()->w->dtype && o.w->cols == outs.begin()->w->cols;
+    same = same && o.w->dtype == outs.begin()->w->dtype && o.w->cols == outs.begin()->w->cols &&
+           o.w->input_perm == outs.begin()->w->input_perm;
   }
-  if (!same) {  // mixed-type files: one dispatch per matrix
+  if (!same) {  // mixed-type files, distinct input permutations: one dispatch per matrix
     for (const MatMulOutput& o : outs) MatMulManyAtLevel(level, &o, 1, x, n_tokens, pool);
     return;
   }

@@ -9,6 +9,9 @@
 //     d = amax/127, q = round(x/d), as llama.cpp's q8_0 activations), block dot products are
 //     exact int32 (AVX-512 VNNI), and d_w * d_x * isum is accumulated in fp32 block by block.
 //
+// A matrix with an input permutation (WeightMatrix::input_perm, GPTQ act-order checkpoints)
+// multiplies x gathered through it, once per call, into per-thread scratch.
+//
 // Batch invariance: y[t][o] is bitwise identical whatever n_tokens is, whichever other tokens
 // are in x, however many threads the pool has and whichever row range a thread gets. For
 // Q8_0 / Q4_0 it is also identical across SIMD levels; for float weights each level has its

@@ -179,8 +179,13 @@ constexpr WeightFormat kFormats[] = {
           f.pack = PackQuantWeights;
           f.bind = BindInPlace;
         }),
-    // Auxiliary tensors only: geometry for the readers, no conversions or kernels.
-    Row(DType::kI32, [](WeightFormat& f) { f.align = 4; }),
+    // Auxiliary tensors only (AWQ / GPTQ codes, zero points and group indices,
+    // hf_quant_scheme.h): geometry for the readers, no conversions or kernels.
+    Row(DType::kI32,
+        [](WeightFormat& f) {
+          f.safetensors_dtype = "I32";
+          f.align = 4;
+        }),
     DecodeRow<DType::kQ4_1>(3, DequantizeRowQ4_1, QuantizeRowQ4_1),
     DecodeRow<DType::kQ5_0>(6, DequantizeRowQ5_0, QuantizeRowQ5_0),
     DecodeRow<DType::kQ5_1>(7, DequantizeRowQ5_1, QuantizeRowQ5_1),

@@ -107,6 +107,12 @@ struct WeightFormat {
   std::array<std::string_view, kMaxWeightParts> parts = {"weight"};
   int num_parts = 1;
   BindWeightFn bind = nullptr;
+  // Integer checkpoint formats (kernels/hf_quant_scheme.h): bits per code, input elements per
+  // scale group (0: the whole row), and the constant added to every stored zero point (GPTQ's
+  // v1 checkpoint format: 1). Set per model by MakeHfQuantFormat; 0 for the other rows.
+  int quant_bits = 0;
+  int64_t quant_group = 0;
+  int quant_zero_offset = 0;
 };
 
 // The row of a storage type (every DType has one).

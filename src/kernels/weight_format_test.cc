@@ -63,7 +63,8 @@ TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
   EXPECT_EQ(FindWeightFormatByGgmlType(23)->dtype, DType::kIQ4_XS);
   EXPECT_EQ(FindWeightFormatByGgmlType(16), nullptr);  // IQ2_XXS
   EXPECT_EQ(FindWeightFormatByGgmlType(15), nullptr);  // Q8_K (activations only in ggml)
-  EXPECT_EQ(FindWeightFormatBySafetensorsDtype("I32"), nullptr);
+  EXPECT_EQ(FindWeightFormatBySafetensorsDtype("I32")->dtype, DType::kI32);  // AWQ / GPTQ parts
+  EXPECT_EQ(FindWeightFormatBySafetensorsDtype("I64"), nullptr);
   EXPECT_EQ(FindWeightFormatBySafetensorsDtype("Q4_0"), nullptr);
 }
 

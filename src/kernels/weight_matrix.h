@@ -33,6 +33,10 @@ struct WeightMatrix {
   // owned by a PackedWeights; null when there is none. Kernels that have no use for it read
   // `data`. Results are bitwise identical either way.
   const uint8_t* packed = nullptr;
+  // Optional input permutation [cols] (GPTQ act-order, kernels/hf_quant_scheme.h): the kernels
+  // multiply column j of the stored rows with x[input_perm[j]], i.e. W[o][input_perm[j]] is
+  // stored at column j. Null: the identity. MatMul gathers x once per call.
+  const int32_t* input_perm = nullptr;
   // The source tensors of a multi-tensor format, in the order of its WeightFormat::parts, that
   // its bind hook repacked into `data` (num_parts == 0: data is the file's tensor itself).
   // Kernels never read them.

@@ -18,4 +18,14 @@ uint8_t* WeightStore::Allocate(int64_t bytes) {
   return p;
 }
 
+const uint8_t* WeightStore::Intern(const uint8_t* bytes, int64_t n) {
+  for (const auto& [p, size] : interned_) {
+    if (size == n && std::memcmp(p, bytes, static_cast<size_t>(n)) == 0) return p;
+  }
+  uint8_t* p = Allocate(n);
+  std::memcpy(p, bytes, static_cast<size_t>(n));
+  interned_.emplace_back(p, n);
+  return p;
+}
+
 }  // namespace pagellm

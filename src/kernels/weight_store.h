@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace pagellm {
@@ -13,6 +14,10 @@ class WeightStore {
  public:
   // A zeroed, 64-byte aligned buffer of `bytes` bytes that lives as long as the store.
   uint8_t* Allocate(int64_t bytes);
+  // A copy of `bytes` [n] that lives as long as the store; a buffer interned before with the
+  // same contents is returned instead of a new one (matrices that share an input permutation
+  // share one pointer, which lets MatMulMany run them in one dispatch).
+  const uint8_t* Intern(const uint8_t* bytes, int64_t n);
   int64_t bytes() const { return bytes_; }
 
  private:
@@ -20,6 +25,7 @@ class WeightStore {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> buffers_;
+  std::vector<std::pair<const uint8_t*, int64_t>> interned_;
   int64_t bytes_ = 0;
 };
 

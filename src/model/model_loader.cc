@@ -41,10 +41,60 @@ class WeightBinder : public TensorBinder {
   void set_store(WeightStore* store) { store_ = store; }        // owns what format binds repack
   // LoadOptions::float_matrix_dtype: plain-float matrices are converted to it (into store_).
   void set_float_matrix_dtype(std::optional<DType> t) { cast_to_ = t; }
+  // An integer checkpoint: modules with a `.qweight` bind through its format (parts repacked).
+  void set_quantization(const HfQuantConfig* q) {
+    quant_ = q;
+    if (q->enabled) quant_format_ = q->Format();
+  }
   void Add(const TensorView* t, const std::string* file) { tensors_[t->name] = {t, file}; }
   bool Has(const std::string& name) const override { return tensors_.count(name) != 0; }
 
+  // The parts of a multi-tensor format's matrix (`module` + "." + part; a missing g_idx is
+  // allowed), repacked by its bind into store_. Parts are 2-D, g_idx 1-D ([1][n] here).
+  StatusOr<WeightMatrix> QuantMatrix(const std::string& module, int64_t rows, int64_t cols) {
+    const WeightFormat& f = quant_format_;
+    WeightTensor parts[kMaxWeightParts];
+    int n = 0;
+    const std::string* file = source_;
+    for (int i = 0; i < f.num_parts; ++i) {
+      const std::string name = module + "." + std::string(f.parts[i]);
+      auto it = tensors_.find(name);
+      if (it == tensors_.end()) {
+        if (f.parts[i] == "g_idx") break;
+        return NotFoundError(
+            fmt::format("{}: missing tensor '{}' ({} checkpoint)", *file, name, f.name));
+      }
+      const TensorView& t = *it->second.tensor;
+      if (i == 0) file = it->second.file;
+      const size_t dims = f.parts[i] == "g_idx" ? 1 : 2;
+      if (t.shape.size() != dims) {
+        return InvalidArgumentError(
+            fmt::format("{}: tensor '{}': expected {} dimensions, got shape {}", *it->second.file,
+                        name, dims, ShapeString(t.shape)));
+      }
+      parts[n++] = dims == 2 ? WeightTensor{t.data, t.dtype, t.shape[0], t.shape[1]}
+                             : WeightTensor{t.data, t.dtype, 1, t.shape[0]};
+      if (used_.insert(name).second) quantized_file_bytes_ += static_cast<int64_t>(t.nbytes);
+    }
+    num_parameters_ += rows * cols;
+    StatusOr<WeightMatrix> m = f.bind(f, {parts, static_cast<size_t>(n)}, rows, cols, store_);
+    if (!m.ok()) {
+      return Status(m.status().code(),
+                    fmt::format("{}: tensor '{}.{{{}}}' ({} [{}, {}]): {}", *file, module,
+                                fmt::join(f.parts.begin(), f.parts.begin() + f.num_parts, ","),
+                                f.name, rows, cols, m.status().message()));
+    }
+    total_bytes_ += m->nbytes();  // what the kernels read: the repacked layout
+    return m;
+  }
+
   StatusOr<WeightMatrix> Matrix(const std::string& name, int64_t rows, int64_t cols) override {
+    if (quant_ != nullptr && quant_->enabled && name.ends_with(".weight")) {
+      const std::string module = name.substr(0, name.size() - 7);
+      if (!quant_->Skips(module) && Has(module + ".qweight")) {
+        return QuantMatrix(module, rows, cols);
+      }
+    }
     ASSIGN_OR_RETURN(const Entry* e, Use(name, {rows, cols}));
     return BindMatrix(*e, name, e->tensor->data, rows, cols);
   }
@@ -119,6 +169,7 @@ class WeightBinder : public TensorBinder {
   }
 
   int64_t total_bytes() const { return total_bytes_; }
+  int64_t quantized_file_bytes() const { return quantized_file_bytes_; }
   int64_t num_parameters() const { return num_parameters_; }
 
  private:
@@ -201,9 +252,12 @@ class WeightBinder : public TensorBinder {
   const std::string* source_ = nullptr;
   WeightStore* store_ = nullptr;
   std::optional<DType> cast_to_;
+  const HfQuantConfig* quant_ = nullptr;
+  WeightFormat quant_format_;
   std::unordered_map<std::string, Entry> tensors_;
   std::set<std::string> used_;
   int64_t total_bytes_ = 0;
+  int64_t quantized_file_bytes_ = 0;
   int64_t num_parameters_ = 0;
 };
 
@@ -214,6 +268,7 @@ Status BindWeights(const ArchTensorNames& names, WeightBinder& b, ModelConfig* c
   RETURN_IF_ERROR(GetArchSpec(config->arch).bind_weights(names, b, config, w));
   RETURN_IF_ERROR(b.CheckNoUnusedBiases(config->hf_architecture));
   w->total_bytes = b.total_bytes();
+  w->quantized_file_bytes = b.quantized_file_bytes();
   w->num_parameters = b.num_parameters();
   return Status::Ok();
 }
@@ -313,11 +368,25 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir,
     ASSIGN_OR_RETURN(std::string gen_text, ReadFileToString(gen_path));
     RETURN_IF_ERROR(ParseGenerationConfig(gen_text, gen_path, &m->config, &m->generation_defaults));
   }
+  ASSIGN_OR_RETURN(m->quantization,
+                   ParseQuantizationConfig(config_text, config_path, /*nested=*/true));
+  const std::string quant_path = dir + "/quantize_config.json";
+  if (!m->quantization.enabled && FileExists(quant_path)) {
+    ASSIGN_OR_RETURN(std::string quant_text, ReadFileToString(quant_path));
+    ASSIGN_OR_RETURN(m->quantization,
+                     ParseQuantizationConfig(quant_text, quant_path, /*nested=*/false));
+  }
+  if (options.quantization == "gguf") {
+    return InvalidArgumentError(
+        fmt::format("--quantization gguf: {} is a Hugging Face directory, not a .gguf file", dir));
+  }
+  RETURN_IF_ERROR(CheckQuantizationOption(options.quantization, m->quantization, dir));
   WeightBinder binder;
   std::string weights_source;
   RETURN_IF_ERROR(OpenSafetensors(dir, m.get(), &binder, &weights_source));
   binder.set_source(&weights_source);
   binder.set_store(&m->repacked);
+  binder.set_quantization(&m->quantization);
   binder.set_float_matrix_dtype(options.float_matrix_dtype);
   RETURN_IF_ERROR(
       BindWeights(*GetArchSpec(m->config.arch).hf_tensors, binder, &m->config, &m->weights));
@@ -332,6 +401,13 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> g
   auto m = std::make_unique<LoadedModel>();
   m->path = gguf->name();
   m->format = "gguf";
+  if (!options.quantization.empty() && options.quantization != "gguf" &&
+      options.quantization != "none" && options.quantization != "None") {
+    return InvalidArgumentError(
+        fmt::format("--quantization {}: {} is a GGUF file (its tensor types are used; "
+                    "--quantization gguf or none)",
+                    options.quantization, gguf->name()));
+  }
   ASSIGN_OR_RETURN(m->config, ParseGgufConfig(*gguf));
   WeightBinder binder;
   for (const TensorView& t : gguf->tensors()) binder.Add(&t, &gguf->name());

@@ -11,6 +11,7 @@
 #include "kernels/weight_matrix.h"
 #include "kernels/weight_store.h"
 #include "model/model_config.h"
+#include "model/quantization_config.h"
 #include "pagellm/status.h"
 
 namespace pagellm {
@@ -55,7 +56,12 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
   WeightMatrix lm_head;           // [vocab, hidden]; same bytes as embed when tied
-  int64_t total_bytes = 0;        // bytes of all weights as stored
+  // Bytes of all weights as the kernels read them: as stored, or as converted (--dtype) or
+  // repacked (AWQ / GPTQ) at load.
+  int64_t total_bytes = 0;
+  // Bytes of the integer checkpoint tensors (qweight, qzeros, scales, g_idx) in the files; the
+  // repacked matrices made from them are in total_bytes. 0 without an integer checkpoint.
+  int64_t quantized_file_bytes = 0;
   int64_t num_parameters = 0;
 };
 
@@ -75,6 +81,8 @@ struct LoadedModel {
   std::unique_ptr<GgufFile> gguf;
   // Owner of the matrices that a multi-tensor weight format's bind hook repacked at load.
   WeightStore repacked;
+  // The checkpoint's integer quantization (AWQ / GPTQ), if any; its matrices are repacked.
+  HfQuantConfig quantization;
 
   ~LoadedModel();
 };
@@ -88,6 +96,9 @@ struct LoadOptions {
   // of that type run it. nullopt keeps each matrix as stored. Quantized matrices, norms and
   // biases (always read as float32) are unaffected.
   std::optional<DType> float_matrix_dtype;
+  // vLLM's --quantization: "" (or none) takes the checkpoint's quantization_config as it is;
+  // awq / awq_marlin / gptq / gptq_marlin must match it; gguf only with a .gguf file.
+  std::string quantization;
 };
 StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
                                                  const LoadOptions& options = {});

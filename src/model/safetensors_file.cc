@@ -112,8 +112,8 @@ StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(const uint8_t*
     const std::string dtype = dtype_it->get<std::string>();
     if (!ParseDType(dtype, &t.dtype)) {
       return UnimplementedError(
-          fmt::format("{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16)", fname,
-                      key, dtype));
+          fmt::format("{}: tensor '{}': unsupported dtype '{}' (supported: F32, F16, BF16, I32)",
+                      fname, key, dtype));
     }
 
     auto shape_it = entry.find("shape");

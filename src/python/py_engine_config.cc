@@ -41,6 +41,7 @@ EngineConfig EngineConfigFromDict(const py::dict& args) {
   } else if (weight_dtype != "auto") {
     throw py::value_error("dtype must be auto, half, float16, bfloat16, float or float32");
   }
+  Get(args, "quantization", c.quantization);  // vLLM's name; must match the checkpoint
   Get(args, "threads", c.threads);
   Get(args, "max_model_len", c.max_model_len);
   Get(args, "block_size", c.block_size);

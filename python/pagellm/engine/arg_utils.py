@@ -163,10 +163,12 @@ class EngineArgs:
             if value > 1:
                 raise NotImplementedError(f"{name}={value}: this build runs one process; "
                                           "parallelism is not supported yet (use 1)")
-        if self.quantization not in (None, "None", "none", "gguf"):
+        if self.quantization not in (None, "None", "none", "gguf", "awq", "awq_marlin", "gptq",
+                                     "gptq_marlin"):
             raise NotImplementedError(
                 f"quantization={self.quantization!r}: pagellm reads the weight format from the "
-                "model files (safetensors F32/F16/BF16, GGUF F32/F16/BF16/Q8_0/Q4_0)")
+                "model files (safetensors F32/F16/BF16, AWQ and GPTQ checkpoints: awq, "
+                "awq_marlin, gptq, gptq_marlin; GGUF files: gguf)")
         if self.generation_config not in ("auto", "vllm") and \
                 not os.path.isdir(os.fspath(self.generation_config)):
             raise ValueError(f"generation_config={self.generation_config!r}: expected 'auto', "
@@ -177,6 +179,8 @@ class EngineArgs:
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype {self.dtype!r}: expected one of {', '.join(_DTYPES)}")
         config: dict[str, Any] = {"model": model, "dtype": self.dtype}
+        if self.quantization not in (None, "None", "none"):
+            config["quantization"] = self.quantization  # checked against the checkpoint at load
         if tokenizer is not None:
             config["tokenizer"] = tokenizer
         config["max_model_len"] = (None if self.max_model_len is None else
