@@ -97,9 +97,22 @@ def test_json_schemas_llama3(pagellm_binary, llama3_model, tmp_path):
     check_json_suite(pagellm_binary, llama3_model, str(tmp_path))
 
 
+def test_json_schemas_llama3_speculative(pagellm_binary, llama3_model, tmp_path):
+    check_json_suite(pagellm_binary, llama3_model, str(tmp_path), ["--speculative-config", NGRAM])
+
+
 def test_json_schemas_sentencepiece(pagellm_binary, shared_dir, tmp_path):
     model = os.path.join(shared_dir, "models", "stories260K")
     check_json_suite(pagellm_binary, model, str(tmp_path))
+
+
+def test_json_schemas_sentencepiece_draft_model(pagellm_binary, shared_dir, tmp_path):
+    # The shared draft/target pair (same tokenizer): drafted tokens the grammar forbids are
+    # rejected and the matcher rolls back with the KV cache.
+    model = os.path.join(shared_dir, "models", "stories260K")
+    draft = json.dumps({"method": "draft_model", "num_speculative_tokens": 3,
+                        "model": os.path.join(shared_dir, "models", "llama2xs-279K")})
+    check_json_suite(pagellm_binary, model, str(tmp_path), ["--speculative-config", draft])
 
 
 REGEXES = [r"[a-z]{2,5}", r"(yes|no|maybe)", r"\d{3}-\d{4}", r"[A-Z][a-z]* [0-9]+\.", r"(ab|c)+d?",
