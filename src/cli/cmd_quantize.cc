@@ -9,16 +9,11 @@
 #include "base/thread_pool.h"
 #include "cli/commands.h"
 #include "fmt/format.h"
+#include "fmt/ranges.h"
 #include "model/gguf_quantizer.h"
 
 namespace pagellm::cli {
 namespace {
-
-std::string Shape(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
 
 int Quantize(const std::string& input, const std::string& output, const std::string& type_name,
              int threads) {
@@ -29,8 +24,8 @@ int Quantize(const std::string& input, const std::string& output, const std::str
   auto result = QuantizeGguf(
       input, output, *preset, &pool, [](size_t i, size_t n, const QuantizedTensorReport& r) {
         fmt::print("[{:4}/{:4}] {:<36} {:<14} {:>6} -> {:<6} {:9.2f} MiB -> {:9.2f} MiB\n", i + 1,
-                   n, r.name, Shape(r.shape), DTypeName(r.from), DTypeName(r.to),
-                   static_cast<double>(r.bytes_in) / (1 << 20),
+                   n, r.name, fmt::format("[{}]", fmt::join(r.shape, ", ")), DTypeName(r.from),
+                   DTypeName(r.to), static_cast<double>(r.bytes_in) / (1 << 20),
                    static_cast<double>(r.bytes_out) / (1 << 20));
       });
   if (!result.ok()) return Fail(result.status().message());
