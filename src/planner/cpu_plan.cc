@@ -49,6 +49,13 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
   in.max_model_len = o.max_model_len > 0 ? o.max_model_len : config.max_position_embeddings;
   in.kv_cache_memory_bytes = o.kv_cache_memory;
   in.num_gpu_blocks_override = o.num_gpu_blocks_override;
+  if (o.host_free_bytes) {
+    in.free_memory_bytes = *o.host_free_bytes;
+  } else if (o.host_memory_bytes <= 0) {
+    const uint64_t free = FreeHostMemoryBytes();
+    if (free > 0) in.free_memory_bytes = static_cast<int64_t>(free);
+  }
+  in.free_memory_headroom_bytes = std::max<int64_t>(int64_t{1} << 30, in.device_memory_bytes / 10);
   return ComputeMemoryPlan(in);
 }
 

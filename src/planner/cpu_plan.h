@@ -3,8 +3,10 @@
 //
 // The "device" is this host: its memory is AvailableHostMemoryBytes() (MemTotal capped by
 // cgroup limits), scaled by --gpu-memory-utilization, minus the weights as loaded and the
-// backend's activation scratch for one step of max_num_batched_tokens tokens. There is no
-// tensor parallelism.
+// backend's activation scratch for one step of max_num_batched_tokens tokens; unlike on a GPU,
+// the budget is further bounded by the memory free at start-up less a headroom
+// (CpuKvOptions::host_free_bytes), because the host is shared with other processes. There is
+// no tensor parallelism.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +39,12 @@ struct CpuKvOptions {
   int64_t activation_bytes = -1;
   // 0: AvailableHostMemoryBytes(). Tests set it to make plans independent of the host.
   int64_t host_memory_bytes = 0;
+  // The memory free now, which bounds the default budget (no bound with kv_cache_memory or
+  // num_gpu_blocks_override): budget <= free - weights - activations - headroom, headroom =
+  // max(1 GiB, host memory / 10), so the cache never takes memory other processes hold.
+  // nullopt: FreeHostMemoryBytes(), except when host_memory_bytes is injected (a plan for
+  // another host is not bounded by this one's free memory).
+  std::optional<int64_t> host_free_bytes;
 };
 
 // The activation figure used when CpuKvOptions::activation_bytes < 0: the CPU backend's

@@ -51,15 +51,18 @@ std::optional<std::string> ReadWholeFile(const std::string& path) {
 }  // namespace
 
 std::optional<uint64_t> ParseMemTotalBytes(std::string_view meminfo) {
+  return ParseMeminfoBytes(meminfo, "MemTotal:");
+}
+
+std::optional<uint64_t> ParseMeminfoBytes(std::string_view meminfo, std::string_view key) {
   size_t pos = 0;
   while (pos < meminfo.size()) {
     size_t eol = meminfo.find('\n', pos);
     if (eol == std::string_view::npos) eol = meminfo.size();
     std::string_view line = meminfo.substr(pos, eol - pos);
     pos = eol + 1;
-    constexpr std::string_view kKey = "MemTotal:";
-    if (line.substr(0, kKey.size()) != kKey) continue;
-    line = Trim(line.substr(kKey.size()));
+    if (line.substr(0, key.size()) != key) continue;
+    line = Trim(line.substr(key.size()));
     // The kernel always reports kB (= 1024 bytes) here.
     constexpr std::string_view kUnit = "kB";
     if (line.size() < kUnit.size() || line.substr(line.size() - kUnit.size()) != kUnit) {
@@ -140,6 +143,42 @@ uint64_t AvailableHostMemoryBytes(const TextFileReader& read_file) {
 
 uint64_t AvailableHostMemoryBytes() {
   return AvailableHostMemoryBytes(ReadWholeFile);
+}
+
+uint64_t FreeHostMemoryBytes(const TextFileReader& read_file) {
+  const std::optional<std::string> meminfo = read_file("/proc/meminfo");
+  if (!meminfo) return 0;
+  const std::optional<uint64_t> host_free = ParseMeminfoBytes(*meminfo, "MemAvailable:");
+  if (!host_free) return 0;
+  uint64_t free = *host_free;
+
+  // limit - usage of the cgroup and of each ancestor (a full parent binds its children).
+  auto apply_group = [&](const std::string& limit_file, const std::string& usage_file) {
+    const std::optional<std::string> limit_text = read_file(limit_file);
+    if (!limit_text) return;
+    const std::optional<uint64_t> limit = ParseCgroupLimitBytes(*limit_text);
+    if (!limit || *limit == 0) return;
+    const std::optional<std::string> usage_text = read_file(usage_file);
+    const std::optional<uint64_t> usage =
+        usage_text ? ParseUnsigned(Trim(*usage_text)) : std::nullopt;
+    if (!usage) return;
+    free = std::min(free, *limit > *usage ? *limit - *usage : uint64_t{0});
+  };
+  const std::optional<std::string> self = read_file("/proc/self/cgroup");
+  const ProcessCgroups groups = self ? ParseProcSelfCgroup(*self) : ProcessCgroups{};
+  const std::string v2_root = "/sys/fs/cgroup";
+  const std::string v1_root = "/sys/fs/cgroup/memory";
+  for (const std::string& p : SelfAndAncestors(groups.v2_path.value_or("/"))) {
+    apply_group(v2_root + p + "/memory.max", v2_root + p + "/memory.current");
+  }
+  for (const std::string& p : SelfAndAncestors(groups.v1_memory_path.value_or("/"))) {
+    apply_group(v1_root + p + "/memory.limit_in_bytes", v1_root + p + "/memory.usage_in_bytes");
+  }
+  return free;
+}
+
+uint64_t FreeHostMemoryBytes() {
+  return FreeHostMemoryBytes(ReadWholeFile);
 }
 
 }  // namespace pagellm

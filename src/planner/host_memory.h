@@ -19,6 +19,12 @@ namespace pagellm {
 // Returns 0 only when /proc/meminfo cannot be read or parsed.
 uint64_t AvailableHostMemoryBytes();
 
+// The memory free for this process now: min(MemAvailable of /proc/meminfo, limit - usage of
+// the process's cgroup and each ancestor: v2 memory.max - memory.current, v1
+// memory.limit_in_bytes - memory.usage_in_bytes). MemAvailable counts reclaimable page cache as
+// free, as the kernel does. 0 when /proc/meminfo cannot be read or has no MemAvailable.
+uint64_t FreeHostMemoryBytes();
+
 // ---- The same computation over an injected file reader (for tests). ----
 
 // Reads a whole (small) file; nullopt when it does not exist or cannot be read.
@@ -26,8 +32,13 @@ using TextFileReader = std::function<std::optional<std::string>(const std::strin
 
 uint64_t AvailableHostMemoryBytes(const TextFileReader& read_file);
 
+uint64_t FreeHostMemoryBytes(const TextFileReader& read_file);
+
 // "MemTotal:  24684092 kB" -> bytes.
 std::optional<uint64_t> ParseMemTotalBytes(std::string_view meminfo);
+
+// The "<key> <n> kB" line of /proc/meminfo (key with its colon, e.g. "MemAvailable:") -> bytes.
+std::optional<uint64_t> ParseMeminfoBytes(std::string_view meminfo, std::string_view key);
 
 // A cgroup limit file's content: a decimal byte count, or "max" (no limit -> nullopt).
 std::optional<uint64_t> ParseCgroupLimitBytes(std::string_view text);

@@ -54,6 +54,31 @@ TEST(HostMemoryTest, NoCgroupLimitGivesMemTotal) {
   EXPECT_EQ(AvailableHostMemoryBytes(Files({})), 0u);  // unreadable meminfo
 }
 
+TEST(HostMemoryTest, FreeMemoryIsMemAvailableBoundByCgroupHeadroom) {
+  EXPECT_EQ(ParseMeminfoBytes(kMeminfo, "MemAvailable:"), uint64_t{23060360} * 1024);
+  EXPECT_EQ(ParseMeminfoBytes(kMeminfo, "SwapTotal:"), std::nullopt);
+  EXPECT_EQ(FreeHostMemoryBytes(Files({{"/proc/meminfo", kMeminfo}})), uint64_t{23060360} * 1024);
+  EXPECT_EQ(FreeHostMemoryBytes(Files({{"/proc/meminfo", "MemTotal: 1 kB\n"}})), 0u);
+  // cgroup v2: the parent's limit - usage (3 GiB - 2 GiB) binds tighter than the child's.
+  EXPECT_EQ(FreeHostMemoryBytes(Files({
+                {"/proc/meminfo", kMeminfo},
+                {"/proc/self/cgroup", "0::/a/b\n"},
+                {"/sys/fs/cgroup/a/b/memory.max", std::to_string(8 * kGiB) + "\n"},
+                {"/sys/fs/cgroup/a/b/memory.current", std::to_string(2 * kGiB) + "\n"},
+                {"/sys/fs/cgroup/a/memory.max", std::to_string(3 * kGiB) + "\n"},
+                {"/sys/fs/cgroup/a/memory.current", std::to_string(2 * kGiB) + "\n"},
+            })),
+            kGiB);
+  // cgroup v1, usage above the limit (possible transiently): nothing is free.
+  EXPECT_EQ(FreeHostMemoryBytes(Files({
+                {"/proc/meminfo", kMeminfo},
+                {"/proc/self/cgroup", "4:memory:/job\n"},
+                {"/sys/fs/cgroup/memory/job/memory.limit_in_bytes", std::to_string(kGiB)},
+                {"/sys/fs/cgroup/memory/job/memory.usage_in_bytes", std::to_string(2 * kGiB)},
+            })),
+            0u);
+}
+
 TEST(HostMemoryTest, CgroupV2LimitOfTheProcessOrAnAncestor) {
   const std::string meminfo = "MemTotal: 67108864 kB\n";  // 64 GiB
   EXPECT_EQ(AvailableHostMemoryBytes(Files({

@@ -63,6 +63,27 @@ int64_t LargestFittingLength(int64_t upper, const std::function<bool(int64_t)>& 
   return lo;
 }
 
+namespace {
+
+// Lowers p->kv_cache_budget_bytes to the free-memory bound of PlanInput (see there) and says
+// so in p->kv_budget_capped_by.
+void ApplyFreeMemoryBound(const PlanInput& in, MemoryPlan* p) {
+  if (in.free_memory_bytes) {
+    const int64_t cap = *in.free_memory_bytes - p->weights_bytes_per_device - p->activation_bytes -
+                        in.free_memory_headroom_bytes;
+    if (cap < p->kv_cache_budget_bytes) {
+      p->kv_cache_budget_bytes = std::max<int64_t>(cap, 0);
+      p->kv_budget_capped_by = fmt::format(
+          "memory free at start-up: {} free - weights {} - activations {} - headroom {} left "
+          "for other processes",
+          FormatBytes(*in.free_memory_bytes), FormatBytes(p->weights_bytes_per_device),
+          FormatBytes(p->activation_bytes), FormatBytes(in.free_memory_headroom_bytes));
+    }
+  }
+}
+
+}  // namespace
+
 StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
   RETURN_IF_ERROR(ValidateInput(in));
   MemoryPlan p;
@@ -93,6 +114,7 @@ StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
   p.blocks_per_request = (in.max_model_len + in.block_size - 1) / in.block_size;
   p.kv_bytes_per_request = p.blocks_per_request * in.block_size * p.kv_bytes_per_token;
   p.kv_bytes_per_request_per_device = p.blocks_per_request * p.kv_bytes_per_block;
+  if (!in.kv_cache_memory_bytes) ApplyFreeMemoryBound(in, &p);
 
   const int64_t budget_blocks =
       p.kv_cache_budget_bytes > 0 ? p.kv_cache_budget_bytes / p.kv_bytes_per_block : 0;
@@ -142,6 +164,13 @@ Status CheckPlanFits(const MemoryPlan& p) {
   if (p.fits) return Status::Ok();
   const PlanInput& in = p.input;
   if (!p.budget_from_kv_cache_memory && !p.num_blocks_from_override &&
+      p.kv_cache_budget_bytes <= 0 && !p.kv_budget_capped_by.empty()) {
+    return ResourceExhaustedError(fmt::format(
+        "no memory is left for the KV cache on {}: its budget is bounded by {}. Free memory, "
+        "or give --kv-cache-memory to set the budget yourself.",
+        in.device_name, p.kv_budget_capped_by));
+  }
+  if (!p.budget_from_kv_cache_memory && !p.num_blocks_from_override &&
       p.kv_cache_budget_bytes <= 0) {
     return ResourceExhaustedError(fmt::format(
         "no memory is left for the KV cache on {}: weights ({} per device) + activation peak "
@@ -157,6 +186,8 @@ Status CheckPlanFits(const MemoryPlan& p) {
     source = fmt::format("--num-gpu-blocks-override {}", p.num_blocks);
   } else if (p.budget_from_kv_cache_memory) {
     source = fmt::format("--kv-cache-memory {}", FormatBytes(p.kv_cache_budget_bytes));
+  } else if (!p.kv_budget_capped_by.empty()) {
+    source = fmt::format("a budget bounded by {}", p.kv_budget_capped_by);
   } else {
     source = fmt::format("{} x {} - weights {} - activations {}", in.gpu_memory_utilization,
                          FormatBytes(in.device_memory_bytes),
@@ -199,6 +230,11 @@ std::vector<std::string> PlanSummaryLines(const MemoryPlan& p) {
       p.num_blocks_allocated, FormatBytes(p.kv_cache_bytes_allocated), p.num_tokens));
   lines.push_back(fmt::format("maximum concurrency for {} tokens per request: {:.2f}x",
                               in.max_model_len, p.max_concurrency));
+  if (!p.kv_budget_capped_by.empty()) {
+    lines.push_back(fmt::format("KV budget {} ({} bytes), bounded by {}",
+                                FormatBytes(p.kv_cache_budget_bytes), p.kv_cache_budget_bytes,
+                                p.kv_budget_capped_by));
+  }
   for (const std::string& w : p.warnings) lines.push_back("warning: " + w);
   return lines;
 }

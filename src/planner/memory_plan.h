@@ -47,6 +47,13 @@ struct PlanInput {
   int64_t max_model_len = 0;            // tokens of one request (prompt + output)
   std::optional<int64_t> kv_cache_memory_bytes;    // KV budget per device; ignores utilization
   std::optional<int64_t> num_gpu_blocks_override;  // usable blocks; ignores the budget
+  // A bound on the budget derived from the device memory (not applied to kv_cache_memory_bytes
+  // or the override): memory free on the device when planning (MemAvailable on a host); the
+  // budget is at most free - weights - activations - free_memory_headroom_bytes. The CPU plan
+  // sets it (cpu_plan.h); GPU plans leave it unset, as vLLM does for a GPU the server has to
+  // itself.
+  std::optional<int64_t> free_memory_bytes;
+  int64_t free_memory_headroom_bytes = 0;
 };
 
 struct MemoryPlan {
@@ -59,6 +66,9 @@ struct MemoryPlan {
   int64_t activation_bytes = 0;
   int64_t kv_cache_budget_bytes = 0;  // may be negative when weights do not fit
   bool budget_from_kv_cache_memory = false;
+  // Why the budget is below usable - weights - activations ("" when it is not): the
+  // free-memory bound of PlanInput, in words.
+  std::string kv_budget_capped_by;
 
   // KV geometry.
   int kv_heads_per_device = 0;

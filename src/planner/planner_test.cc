@@ -555,6 +555,43 @@ TEST(CpuPlanTest, DraftModelSharesTheBudget) {
   EXPECT_EQ(ComputeCpuKvPlanWithDraft(c, 1000000, 0, o, d)->num_blocks, 40);
 }
 
+TEST(CpuPlanTest, FreeMemoryBoundsTheDefaultBudget) {
+  ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);
+  c.weight_dtype = DType::kF32;  // 1280 bytes per token, 20,480 per block
+  CpuKvOptions o;
+  o.host_memory_bytes = 16 * kGiB;  // headroom = max(1 GiB, 16 GiB / 10)
+  o.activation_bytes = 0;
+  const int64_t headroom = 16 * kGiB / 10;
+  o.host_free_bytes = 4 * kGiB;  // another process holds most of the host
+  MemoryPlan p = *PlanCpuKvCache(c, 1000000, o);
+  EXPECT_EQ(p.kv_cache_budget_bytes, 4 * kGiB - 1000000 - headroom);
+  EXPECT_EQ(p.num_blocks, (4 * kGiB - 1000000 - headroom) / 20480);
+  EXPECT_NE(p.kv_budget_capped_by.find("memory free at start-up"), std::string::npos);
+  bool said = false;
+  for (const std::string& line : PlanSummaryLines(p)) {
+    said = said || line.find("bounded by memory free at start-up") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+
+  // Plenty free: the utilization rule binds, and nothing is said.
+  o.host_free_bytes = 16 * kGiB;
+  p = *PlanCpuKvCache(c, 1000000, o);
+  EXPECT_EQ(p.kv_cache_budget_bytes,
+            static_cast<int64_t>(16 * kGiB * 0.9) - 1000000);  // 0.9 x host - weights
+  EXPECT_TRUE(p.kv_budget_capped_by.empty());
+
+  // Nothing free beyond the headroom: refused, naming the bound and --kv-cache-memory.
+  o.host_free_bytes = headroom;
+  StatusOr<MemoryPlan> refused = PlanCpuKvCache(c, 1000000, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("memory free at start-up"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--kv-cache-memory"), std::string::npos);
+
+  // An explicit budget is the operator's choice: not bounded.
+  o.kv_cache_memory = 100 * 20480;
+  EXPECT_EQ(PlanCpuKvCache(c, 1000000, o)->num_blocks, 100);
+}
+
 TEST(CpuPlanTest, DefaultsComeFromTheHost) {
   ModelConfig c = Llama(64, 172, 5, 8, 4, 512, 512);
   CpuKvOptions o;  // host memory detected
@@ -563,6 +600,11 @@ TEST(CpuPlanTest, DefaultsComeFromTheHost) {
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(static_cast<uint64_t>(p->input.device_memory_bytes), AvailableHostMemoryBytes());
   EXPECT_GT(p->input.device_memory_bytes, 0);
+  // The free-memory bound is read from the host too (MemAvailable moves, so only its presence
+  // and range are checked).
+  ASSERT_TRUE(p->input.free_memory_bytes.has_value());
+  EXPECT_GT(*p->input.free_memory_bytes, 0);
+  EXPECT_LE(*p->input.free_memory_bytes, p->input.device_memory_bytes);
 }
 
 }  // namespace
