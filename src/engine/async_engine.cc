@@ -134,10 +134,11 @@ void AsyncEngine::Loop() {
 }
 
 void OutputStream::Push(EngineOutput&& o) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    items_.push_back(std::move(o));
-  }
+  // Notify under the lock: the reader may destroy the stream as soon as it has taken the final
+  // output, so the loop thread must not touch cv_ after the reader can get the mutex
+  // (ThreadSanitizer found the notify-after-unlock version signalling a destroyed condvar).
+  std::lock_guard<std::mutex> lock(mu_);
+  items_.push_back(std::move(o));
   cv_.notify_one();
 }
 
