@@ -18,6 +18,7 @@
 
 #include "backend/backend_factory.h"
 #include "backend/tensor_parallel_backend.h"
+#include "backend/tensor_parallel_messages.h"
 #include "dist/local_communicator.h"
 #include "model/model_weights.h"
 #include "model/test_file_writers.h"
@@ -214,6 +215,63 @@ TEST(TensorParallel, SharedModelsMatchOneRank) {
   // Quantized blocks of 32 (the split falls between blocks), 2 KV heads replicated at TP 4.
   ExpectSplitMatches(shared + "/models/kquant-ref/kquant-ref-Q5_0.gguf", {2, 4});
   ExpectSplitMatches(shared + "/models/kquant-ref/kquant-ref-Q4_1.gguf", {2});
+}
+
+// Each message decodes to what was encoded; a truncated one is DataLoss, never a crash.
+TEST(TensorParallelMessages, RoundTripAndTruncation) {
+  TpInit init{"/models/m.gguf", {DType::kBF16, "gptq"}, 4096, 3, 2};
+  auto i = DecodeInit(EncodeInit(init));
+  ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->model_path, "/models/m.gguf");
+  EXPECT_EQ(i->load_options.float_matrix_dtype, DType::kBF16);
+  EXPECT_EQ(i->load_options.quantization, "gptq");
+  EXPECT_EQ(i->max_positions, 4096);
+  EXPECT_EQ(i->threads, 3);
+  EXPECT_EQ(i->simd_level, 2);
+
+  TpAllocateKv kv;
+  kv.shape.num_layers = 3;
+  kv.shape.num_kv_heads = 2;
+  kv.shape.head_dim = 16;
+  kv.shape.block_size = 8;
+  kv.shape.num_blocks = 11;
+  kv.shape.dtype = KvCacheDtype::kBFloat16;
+  kv.shape.skip_layers = {0, 2};
+  kv.num_swap_blocks = 5;
+  auto a = DecodeAllocateKv(EncodeAllocateKv(kv));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->shape.num_blocks, 11);
+  EXPECT_EQ(a->shape.dtype, KvCacheDtype::kBFloat16);
+  EXPECT_EQ(a->shape.skip_layers, (std::vector<int>{0, 2}));
+  EXPECT_EQ(a->num_swap_blocks, 5);
+
+  const BlockCopy copies[] = {{1, 4}, {2, 7}};
+  auto c = DecodeCopyKv(EncodeCopyKv(KvPool::kSwap, KvPool::kPrimary, copies));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->src, KvPool::kSwap);
+  EXPECT_EQ(c->copies, (std::vector<BlockCopy>{{1, 4}, {2, 7}}));
+
+  const std::vector<int32_t> t0 = {3, 4}, t1 = {9};
+  ForwardBatch batch;
+  batch.token_ids = {10, 11, 12};
+  batch.seqs = {{2, 5, t0, true, false}, {1, 0, t1, false, true}};
+  const std::vector<uint8_t> bytes = EncodeForward(batch);
+  TpForward f;
+  ASSERT_TRUE(DecodeForward(bytes, &f).ok());
+  EXPECT_EQ(f.batch.token_ids, batch.token_ids);
+  ASSERT_EQ(f.batch.seqs.size(), 2u);
+  EXPECT_EQ(f.batch.seqs[0].start_pos, 5);
+  EXPECT_TRUE(f.batch.seqs[0].all_logits);
+  EXPECT_TRUE(f.batch.seqs[1].hidden_states);
+  EXPECT_EQ(
+      std::vector<int32_t>(f.batch.seqs[0].block_table.begin(), f.batch.seqs[0].block_table.end()),
+      t0);
+  for (size_t n = 1; n < bytes.size(); ++n) {
+    TpForward g;
+    const std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + n);
+    EXPECT_EQ(DecodeForward(cut, &g).code(), StatusCode::kDataLoss) << n;
+  }
+  EXPECT_EQ(MessageKind({99}).status().code(), StatusCode::kDataLoss);
 }
 
 }  // namespace

@@ -109,6 +109,9 @@ def test_killed_worker_ends_the_server(pagellm_binary, shared_dir, scratch_dir):
                     log_dir=scratch_dir)
     try:
         server.wait_ready(timeout=90)
+        status, body = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
+                                                       "max_tokens": 4, "temperature": 0})
+        assert status == 200 and body["usage"]["completion_tokens"] == 4, body
         workers = [p for p in rank_pids(1) if p != server.proc.pid]
         assert workers, "no rank-1 process found"
         os.kill(workers[0], signal.SIGKILL)
@@ -118,5 +121,22 @@ def test_killed_worker_ends_the_server(pagellm_binary, shared_dir, scratch_dir):
         assert code != 0
         log = server.read_log()
         assert "tensor-parallel ranks ended" in log, log
+    finally:
+        server.stop()
+
+
+def test_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scratch_dir):
+    server = Server(pagellm_binary, shared_dir, extra_args=["-tp", "2", "--threads", "1"],
+                    log_dir=scratch_dir)
+    try:
+        server.wait_ready(timeout=90)
+        assert rank_pids(1)
+        start = time.time()
+        assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
+        assert time.time() - start < 30
+        deadline = time.time() + 10
+        while rank_pids(1) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not rank_pids(1), "a worker outlived the server"
     finally:
         server.stop()

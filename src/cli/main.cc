@@ -1,5 +1,9 @@
 // pagellm: one binary, subcommands in the style of vLLM's CLI.
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -51,13 +55,27 @@ int main(int argc, char** argv) {
   std::unique_ptr<pagellm::MpiCommunicator> world;
   WorkerShutdown shutdown;
   if (pagellm::StartedByMpi()) {
+    // MPI starts threads of its own; they must not take SIGINT / SIGTERM (the default action
+    // would end the process before a server's handler, which waits for them with sigwait, sees
+    // them): they start with the two blocked, and this thread unblocks them again.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     auto created = pagellm::MpiCommunicator::Create(kCollectiveTimeout);
+    pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
     if (!created.ok()) {
       std::fprintf(stderr, "error: %s\n", created.status().ToString().c_str());
       return 1;
     }
     world = std::move(created).value();
     if (world->rank() != 0) {
+      // A worker ends on rank 0's shut-down message: SIGINT / SIGTERM (which mpirun passes to
+      // every rank) are rank 0's to handle, so that a server drains before its workers go. If
+      // rank 0 dies instead, mpirun ends the workers.
+      std::signal(SIGINT, SIG_IGN);
+      std::signal(SIGTERM, SIG_IGN);
       spdlog::set_default_logger(spdlog::stderr_color_mt("pagellm"));
       spdlog::set_pattern(fmt::format("%^%L%$ %H:%M:%S.%e [rank {}] %v", world->rank()));
       const pagellm::Status s = pagellm::RunTensorParallelWorker(*world);

@@ -1,5 +1,6 @@
 #include "dist/mpi_launch.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -15,10 +18,40 @@
 namespace pagellm {
 namespace {
 
-pid_t g_mpirun = 0;
+volatile sig_atomic_t g_signal = 0;
 
-void ForwardSignal(int sig) {
-  if (g_mpirun > 0) kill(g_mpirun, sig);
+void OnSignal(int sig) {
+  g_signal = sig;
+}
+
+// The child of `parent` that mpirun started as rank 0 (0 when there is none yet).
+pid_t FindRankZero(pid_t parent) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return 0;
+  pid_t found = 0;
+  while (dirent* e = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so read after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 1));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream env("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+    std::string var;
+    while (std::getline(env, var, '\0')) {
+      if (var == "OMPI_COMM_WORLD_RANK=0") found = pid;
+    }
+    if (found != 0) break;
+  }
+  closedir(proc);
+  return found;
 }
 
 }  // namespace
@@ -69,19 +102,26 @@ int RunUnderMpirun(int num_ranks, int threads_per_rank, char** argv) {
                  num_ranks, std::strerror(errno));
     _exit(127);
   }
-  g_mpirun = pid;
+  // The first SIGINT / SIGTERM goes to rank 0, which shuts its command down (a server drains)
+  // and then the workers; a second one goes to mpirun, which ends every rank at once.
   struct sigaction sa = {};
-  sa.sa_handler = ForwardSignal;
+  sa.sa_handler = OnSignal;  // no SA_RESTART: waitpid returns EINTR
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   int status = 0;
+  bool rank_zero_told = false;
   while (waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) {
       std::fprintf(stderr, "error: waitpid: %s\n", std::strerror(errno));
       return 1;
     }
+    if (g_signal == 0) continue;
+    const int sig = g_signal;
+    g_signal = 0;
+    const pid_t rank_zero = rank_zero_told ? 0 : FindRankZero(pid);
+    rank_zero_told = rank_zero > 0;
+    kill(rank_zero > 0 ? rank_zero : pid, sig);
   }
-  g_mpirun = 0;
   if (WIFEXITED(status)) {
     const int code = WEXITSTATUS(status);
     if (code != 0 && code != 127)

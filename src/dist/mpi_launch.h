@@ -15,7 +15,8 @@ bool StartedByMpi();
 // started or a rank failed). --oversubscribe allows more ranks than cores; ranks are bound to
 // threads_per_rank cores each when the machine has enough (--map-by slot:PE=threads_per_rank
 // --bind-to core), else left unbound. As root, OpenMPI's allow-run-as-root variables are set.
-// SIGINT and SIGTERM are passed on to mpirun, which passes them on to the ranks. Transport
+// The first SIGINT or SIGTERM is passed on to rank 0 (which ends its command, then the
+// workers), a second one to mpirun (which ends every rank). Transport
 // settings come from the environment as OpenMPI reads it (OMPI_MCA_btl=self,tcp forces TCP).
 int RunUnderMpirun(int num_ranks, int threads_per_rank, char** argv);
 
