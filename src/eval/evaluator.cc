@@ -302,6 +302,11 @@ StatusOr<PerplexityResult> Evaluator::Perplexity(const std::vector<std::vector<i
 
 StatusOr<KlResult> Evaluator::CompareWithModelDtype(const std::vector<std::vector<int32_t>>& docs,
                                                     const EvalOptions& options) {
+  // A tensor-parallel group runs one backend at a time (its workers hold one shard state).
+  if (config_.tensor_parallel_size > 1)
+    return UnimplementedError(
+        "eval kl holds two KV caches at once, which --tensor-parallel-size > 1 does not support "
+        "yet (eval perplexity does)");
   ASSIGN_OR_RETURN(Plan plan, MakePlan(docs, options));
   EngineConfig ref_config = config_;
   ref_config.kv_cache_dtype = KvCacheDtype::kAuto;
