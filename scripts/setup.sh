@@ -9,6 +9,7 @@ APT_PACKAGES=(
   libsentencepiece-dev libpcre2-dev libssl-dev libgtest-dev libbenchmark-dev libyaml-cpp-dev
   python3 python3-numpy python3-jinja2 python3-sentencepiece python3-pytest
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-tqdm
+  libopenmpi-dev openmpi-bin
 )
 # Node.js and npm (for the official `openai` client in end-to-end tests): Debian's packages only
 # when the machine has none; a machine with its own Node.js keeps it (Debian's npm conflicts).

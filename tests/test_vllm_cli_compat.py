@@ -64,9 +64,9 @@ def test_max_model_len_suffixes(pagellm_binary, shared_dir):
 
 def test_unsupported_values_fail_clearly(pagellm_binary, shared_dir):
     model = os.path.join(shared_dir, "models", "stories260K")
-    cases = ((["-tp", "2"], "tensor and pipeline parallelism are not supported"),
-             (["--tensor-parallel-size", "4"], "not supported"),
-             (["-pp", "2"], "not supported"),
+    cases = ((["-tp", "3"], "8 attention heads are not divisible by it"),
+             (["--tensor-parallel-size", "0"], "must be >= 1"),
+             (["-pp", "2"], "pipeline parallelism is not supported"),
              (["--quantization", "awq"], "it is not an AWQ checkpoint"),
              (["--quantization", "fp8"], "--quantization fp8: not supported"),
              (["--dtype", "int3"], "--dtype int3"),

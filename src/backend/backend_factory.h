@@ -8,6 +8,7 @@
 #include "backend/backend.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "dist/communicator.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
@@ -30,6 +31,11 @@ struct BackendOptions {
   // kCpu: the SIMD level of every kernel; unset = ActiveSimdLevel(). Tests pin a level to
   // compare kernel levels (tests/backend_ops_test.cc).
   std::optional<SimdLevel> cpu_simd_level;
+  // A tensor-parallel group of more than one rank (not owned; must outlive the backend), this
+  // process being its rank 0 and the others in RunTensorParallelWorker
+  // (backend/tensor_parallel_backend.h): the backend splits the model across the group. Null:
+  // the whole model here.
+  Communicator* tensor_parallel_group = nullptr;
 };
 
 // Binds a backend to `model` (which must outlive it). Its KV cache is allocated separately

@@ -9,8 +9,17 @@ namespace pagellm {
 CpuBackend::CpuBackend(const LoadedModel& model, ThreadPool* pool, int max_positions,
                        SimdLevel level)
     : model_(model),
+      vocab_size_(model.config.vocab_size),
       arch_(GetArchSpec(model.config.arch)),
       ops_(model, pool, max_positions, level) {}
+
+CpuBackend::CpuBackend(const LoadedModel& shard, const ModelConfig& full, Communicator* group,
+                       ThreadPool* pool, int max_positions, SimdLevel level)
+    : model_(shard),
+      vocab_size_(full.vocab_size),
+      arch_(GetArchSpec(shard.config.arch)),
+      ops_(shard, pool, max_positions, level),
+      tp_ops_(std::make_unique<TensorParallelOps>(ops_, *group, full)) {}
 
 Status CpuBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
   CHECK(kv_.shape().num_blocks == 0) << "KV cache allocated twice";
@@ -58,15 +67,19 @@ Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
   if (total != static_cast<int64_t>(batch.token_ids.size()))
     return InvalidArgumentError("token count does not match sequence chunks");
   for (int32_t id : batch.token_ids)
-    if (id < 0 || id >= model_.config.vocab_size)
+    if (id < 0 || id >= vocab_size_)
       return InvalidArgumentError(fmt::format("token id {} outside vocabulary", id));
   return Status::Ok();
 }
 
 Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   RETURN_IF_ERROR(ValidateBatch(batch));
-  arch_.forward(model_, batch, ops_, out);
-  return Status::Ok();
+  if (tp_ops_ == nullptr) {
+    arch_.forward(model_, batch, ops_, out);
+    return Status::Ok();
+  }
+  arch_.forward(model_, batch, *tp_ops_, out);
+  return tp_ops_->TakeStatus();
 }
 
 }  // namespace pagellm

@@ -1,13 +1,18 @@
 // The host backend: the paged KV pools in host memory and the model graph (its ArchSpec's
 // forward, model/decoder_graph.h) run on the host kernels through CpuOps (backend/cpu_ops.h).
+// As one rank of a tensor-parallel group it runs its shard of the model (model/
+// tensor_parallel_shard.h) through TensorParallelOps (backend/tensor_parallel_ops.h).
 #pragma once
 
+#include <memory>
 #include <span>
 
 #include "backend/backend.h"
 #include "backend/cpu_ops.h"
+#include "backend/tensor_parallel_ops.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "dist/communicator.h"
 #include "kv/kv_cache_storage.h"
 #include "model/arch_spec.h"
 #include "model/model_weights.h"
@@ -19,6 +24,11 @@ class CpuBackend : public Backend {
   // `model` and `pool` must outlive the backend (pool may be null). max_positions bounds the
   // RoPE table. Packs the matrices for the kernels of `level`.
   CpuBackend(const LoadedModel& model, ThreadPool* pool, int max_positions, SimdLevel level);
+  // One rank of the tensor-parallel `group` (which must outlive the backend): `shard` is this
+  // rank's shard of the model whose full config is `full`. Every rank's Forward must run the
+  // same batch at the same time (the ops meet in collectives).
+  CpuBackend(const LoadedModel& shard, const ModelConfig& full, Communicator* group,
+             ThreadPool* pool, int max_positions, SimdLevel level);
 
   Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override;
   KvCacheStorage& kv_cache() override { return kv_; }
@@ -34,10 +44,12 @@ class CpuBackend : public Backend {
   Status ValidateBatch(const ForwardBatch& batch) const;
 
   const LoadedModel& model_;
-  const ArchSpec& arch_;    // its graph runs on ops_
-  KvCacheStorage kv_;       // the primary pool
-  KvCacheStorage swap_kv_;  // the secondary pool (empty when swapping is off)
+  const int32_t vocab_size_;  // the full model's (ids are checked against it)
+  const ArchSpec& arch_;      // its graph runs on ops_ (or tp_ops_ around them)
+  KvCacheStorage kv_;         // the primary pool
+  KvCacheStorage swap_kv_;    // the secondary pool (empty when swapping is off)
   CpuOps ops_;
+  std::unique_ptr<TensorParallelOps> tp_ops_;  // set for a rank of a tensor-parallel group
 };
 
 }  // namespace pagellm

@@ -35,6 +35,7 @@ class CpuOps : public ForwardOps {
   void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override;
   void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override;
   void Add(float* x, const float* y, int64_t n) override;
+  void AddAllReduced(float* x, float* y, int64_t n) override { Add(x, y, n); }
   void SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
   void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
               int64_t rows) override;

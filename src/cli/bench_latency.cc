@@ -7,6 +7,7 @@
 
 #include "base/cpu_features.h"
 #include "cli/bench_commands.h"
+#include "cli/engine_flags.h"
 #include "cli/vllm_compat_flags.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
@@ -24,6 +25,7 @@ struct LatencyOptions {
   bool json = false;
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";  // --dtype, as the engine flag
+  int tensor_parallel_size = 1;
 };
 
 double Median(std::vector<double> v) {
@@ -44,6 +46,13 @@ int RunLatency(const LatencyOptions& o) {
   else
     return Fail(wd.status().message());
   so.max_model_len = o.depth + std::max(o.prompt_tokens, o.gen_tokens) + 1;
+  if (o.tensor_parallel_size < 1) return Fail("--tensor-parallel-size must be >= 1");
+  if (o.tensor_parallel_size > 1) {
+    so.tensor_parallel_group = TensorParallelWorld();
+    if (so.tensor_parallel_group == nullptr ||
+        so.tensor_parallel_group->size() != o.tensor_parallel_size)
+      return Fail("--tensor-parallel-size: this process is not rank 0 of a group of that size");
+  }
   auto session = ModelSession::Open(so);
   if (!session.ok()) return Fail(session.status().message());
   ModelSession& s = **session;
@@ -100,6 +109,7 @@ int RunLatency(const LatencyOptions& o) {
       {"model", s.model().path},
       {"weights_bytes", s.model().weights.total_bytes},
       {"threads", s.pool().num_threads()},
+      {"tensor_parallel_size", o.tensor_parallel_size},
       {"simd", SimdLevelName(ActiveSimdLevel())},
       {"depth", o.depth},
       {"kv_cache_dtype", KvCacheDtypeName(s.kv().shape().dtype)},
@@ -147,6 +157,10 @@ CommandFn RegisterBenchLatency(CLI::App& app) {
   app.add_option("--dtype", lat->dtype,
                  "Unquantized weight matrices converted to this type at load (as the engine "
                  "flag: auto, half, float16, bfloat16, float, float32)")
+      ->capture_default_str();
+  app.add_option("--tensor-parallel-size", lat->tensor_parallel_size,
+                 "Ranks the model is split across (alias -tp; started through mpirun, --threads "
+                 "per rank; docs/PARALLELISM.md)")
       ->capture_default_str();
   app.add_flag("--json", lat->json, "Print one JSON object");
   return [=]() { return RunLatency(*lat); };

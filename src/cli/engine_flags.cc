@@ -74,6 +74,8 @@ Status EngineFlags::Finalize() {
                  revision, config.model);
   }
   ASSIGN_OR_RETURN(std::vector<std::string> notes, vllm.Check());
+  config.tensor_parallel_size = vllm.tensor_parallel_size;
+  config.tensor_parallel_group = TensorParallelWorld();
   ASSIGN_OR_RETURN(config.float_matrix_dtype, ParseWeightDtype(vllm.dtype));
   config.quantization = vllm.quantization;
   for (const std::string& note : notes) spdlog::warn("{}", note);
@@ -98,6 +100,17 @@ Status EngineFlags::Finalize() {
     RETURN_IF_ERROR(MergeSpeculativeConfigJson(speculative_config, config.speculative));
   RETURN_IF_ERROR(ResolveSpeculativeConfig(config.speculative));
   return Status::Ok();
+}
+
+namespace {
+Communicator* g_tensor_parallel_world = nullptr;
+}  // namespace
+
+void SetTensorParallelWorld(Communicator* world) {
+  g_tensor_parallel_world = world;
+}
+Communicator* TensorParallelWorld() {
+  return g_tensor_parallel_world;
 }
 
 void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,

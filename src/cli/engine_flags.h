@@ -42,6 +42,11 @@ struct EngineFlags {
 void AddEngineFlags(CLI::App& app, EngineFlags& flags, bool model_required = true,
                     const std::string& seed_flag = "--seed");
 
+// The MPI world this process is rank 0 of when mpirun started it (main.cc sets it; null
+// otherwise): Finalize gives it to the engine as its tensor-parallel group.
+void SetTensorParallelWorld(Communicator* world);
+Communicator* TensorParallelWorld();
+
 // "0,5,7" -> {0, 5, 7} (--kv-cache-dtype-skip-layers); "" -> {}.
 StatusOr<std::vector<int>> ParseLayerList(const std::string& text);
 

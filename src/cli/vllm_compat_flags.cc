@@ -15,9 +15,10 @@ void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
                  "(bfloat16 runs the AVX512-BF16 kernels); auto keeps them as stored. Quantized "
                  "weights are unaffected; arithmetic accumulates in float32 either way")
       ->capture_default_str();
-  app.add_option(
-         "--tensor-parallel-size", f.tensor_parallel_size,
-         "Tensor-parallel ranks (alias -tp); only 1 is supported so far (an error otherwise)")
+  app.add_option("--tensor-parallel-size", f.tensor_parallel_size,
+                 "Tensor-parallel ranks (alias -tp): processes the model is split across (Megatron "
+                 "split over MPI; pagellm starts them with mpirun, --threads is per rank; "
+                 "docs/PARALLELISM.md)")
       ->capture_default_str();
   app.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
                  "Pipeline stages (alias -pp); only 1 is supported so far (an error otherwise)")
@@ -40,11 +41,11 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
   RETURN_IF_ERROR(ParseWeightDtype(dtype).status());
   if (tensor_parallel_size < 1 || pipeline_parallel_size < 1)
     return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
-  if (tensor_parallel_size > 1 || pipeline_parallel_size > 1) {
+  if (pipeline_parallel_size > 1) {
     return UnimplementedError(fmt::format(
-        "--tensor-parallel-size {} --pipeline-parallel-size {}: this build runs one process; "
-        "tensor and pipeline parallelism are not supported yet (use 1)",
-        tensor_parallel_size, pipeline_parallel_size));
+        "--pipeline-parallel-size {}: pipeline parallelism is not supported yet (use 1; "
+        "--tensor-parallel-size splits a model across processes)",
+        pipeline_parallel_size));
   }
   if (!quantization.empty() && quantization != "None" && quantization != "none") {
     if (quantization == "gguf") {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/kv_cache_dtype.h"
+#include "dist/communicator.h"
 #include "pagellm/dtype.h"
 #include "pagellm/sampling_params.h"
 #include "pagellm/status.h"
@@ -25,7 +26,12 @@ struct EngineConfig {
   std::optional<DType> float_matrix_dtype;
   // --quantization (LoadOptions::quantization): empty = what the checkpoint says.
   std::string quantization;
-  int threads = 0;  // 0 = all CPUs available to the process
+  int threads = 0;  // 0 = all CPUs available to the process (per rank under tensor parallelism)
+  // --tensor-parallel-size: ranks the model is split across (docs/PARALLELISM.md). Above 1 the
+  // group must be given: this process is its rank 0 (the engine) and the other ranks run
+  // RunTensorParallelWorker (backend/tensor_parallel_backend.h). Not owned.
+  int tensor_parallel_size = 1;
+  Communicator* tensor_parallel_group = nullptr;
   // --max-model-len; 0 = the model's max_position_embeddings.
   int32_t max_model_len = 0;
   // A max_model_len beyond the model's max_position_embeddings is refused unless this is set

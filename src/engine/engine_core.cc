@@ -75,6 +75,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
         std::max(c.scheduler.num_lookahead_tokens, e->spec_->num_lookahead_tokens());
   }
   RETURN_IF_ERROR(c.scheduler.Validate());
+  if (c.tensor_parallel_size > 1 && (c.tensor_parallel_group == nullptr ||
+                                     c.tensor_parallel_group->size() != c.tensor_parallel_size))
+    return FailedPreconditionError(fmt::format(
+        "--tensor-parallel-size {}: this process is not rank 0 of a group of {} processes "
+        "(pagellm starts them itself through mpirun; docs/PARALLELISM.md)",
+        c.tensor_parallel_size, c.tensor_parallel_size));
 
   ASSIGN_OR_RETURN(e->kv_report_,
                    SizeKvCache(*e->model_, c, e->spec_ ? e->spec_->draft_model() : nullptr));
@@ -94,8 +100,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   if (backend != nullptr) {
     e->backend_ = std::move(backend);
   } else {
-    ASSIGN_OR_RETURN(e->backend_,
-                     CreateBackend(*e->model_, BackendOptions(e->pool_.get(), c.max_model_len)));
+    BackendOptions options(e->pool_.get(), c.max_model_len);
+    options.tensor_parallel_group = c.tensor_parallel_size > 1 ? c.tensor_parallel_group : nullptr;
+    ASSIGN_OR_RETURN(e->backend_, CreateBackend(*e->model_, options));
   }
   // The secondary pool has no null block.
   RETURN_IF_ERROR(

@@ -40,8 +40,9 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   shape.skip_layers = kv_format.skip_layers;
   shape.skip_dtype = kv_format.skip_dtype;
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
-  ASSIGN_OR_RETURN(s->backend_,
-                   CreateBackend(*s->model_, BackendOptions(s->pool_.get(), s->max_model_len_)));
+  BackendOptions backend_options(s->pool_.get(), s->max_model_len_);
+  backend_options.tensor_parallel_group = o.tensor_parallel_group;
+  ASSIGN_OR_RETURN(s->backend_, CreateBackend(*s->model_, backend_options));
   RETURN_IF_ERROR(s->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
   if (s->tokenizer_) {
     RETURN_IF_ERROR(CalibrateKvCache(*s->model_, *s->tokenizer_, s->max_model_len_,

@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "base/thread_pool.h"
+#include "dist/communicator.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
 #include "tokenizer/tokenizer.h"
@@ -29,6 +30,9 @@ struct SessionOptions {
   bool calculate_kv_scales = false;
   std::optional<DType> float_matrix_dtype;  // --dtype (LoadOptions)
   std::string quantization;                 // --quantization (LoadOptions)
+  // A tensor-parallel group of more than one rank, this process its rank 0 (not owned;
+  // BackendOptions::tensor_parallel_group). Null: the whole model here.
+  Communicator* tensor_parallel_group = nullptr;
 };
 
 class ModelSession {

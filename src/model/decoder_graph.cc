@@ -74,7 +74,7 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     ops.PagedAttention(l, batch, q, attn);
     const MatMulOutput o[] = {{&w.wo, proj}};
     ops.MatMul(o, attn, t_count);
-    ops.Add(x, proj, t_count * hidden);
+    ops.AddAllReduced(x, proj, t_count * hidden);
     // SwiGLU MLP, or the experts of a sparse layer.
     ops.RmsNorm(x, w.ffn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
     if (c.moe.IsSparseLayer(l)) {
@@ -87,7 +87,7 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     ops.SiluMul(gate, up, gate, t_count * inter);
     const MatMulOutput down[] = {{&w.w_down, proj}};
     ops.MatMul(down, gate, t_count);
-    ops.Add(x, proj, t_count * hidden);
+    ops.AddAllReduced(x, proj, t_count * hidden);
   }
 
   // Gather the rows that need logits, normalise them and project to the vocabulary.

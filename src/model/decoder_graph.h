@@ -7,7 +7,10 @@
 //   h = RMSNorm(x) · ffn_norm;  x += (silu(h·Wgate) ⊙ (h·Wup))·Wdown, or in a sparse layer
 //   x += MoeFfn(h) (the selected experts' SwiGLU outputs, weighted by the router)
 // then logits = RMSNorm(x)·final_norm · lm_head for the rows that need them (the last token of
-// each chunk, or all of them with all_logits).
+// each chunk, or all of them with all_logits). Under tensor parallelism (model/
+// tensor_parallel_shard.h) `model` is one rank's shard: the two residual adds of a dense layer
+// sum the ranks' partial projections (ForwardOps::AddAllReduced), and the ops embed and
+// produce logits over the whole vocabulary.
 #pragma once
 
 #include <cstdint>

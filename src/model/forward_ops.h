@@ -39,6 +39,10 @@ class ForwardOps {
   virtual void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
   // x += y over n floats (the residual add).
   virtual void Add(float* x, const float* y, int64_t n) = 0;
+  // x += Σ over the ranks of a tensor-parallel group of their y [n] (the residual add of a
+  // projection whose input columns are split across ranks: attention output, MLP down), summed
+  // in rank order; y is overwritten. One rank (no group): Add(x, y, n).
+  virtual void AddAllReduced(float* x, float* y, int64_t n) = 0;
   // out = silu(gate) ⊙ up over n floats (out may alias gate).
   virtual void SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
 

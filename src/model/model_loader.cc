@@ -359,6 +359,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadHfDirectory(const std::string& dir,
   auto m = std::make_unique<LoadedModel>();
   m->path = dir;
   m->format = "safetensors";
+  m->load_options = options;
   const std::string config_path = dir + "/config.json";
   if (!FileExists(config_path)) return NotFoundError(config_path + ": not found");
   ASSIGN_OR_RETURN(std::string config_text, ReadFileToString(config_path));
@@ -401,6 +402,7 @@ StatusOr<std::unique_ptr<LoadedModel>> LoadGgufModel(std::unique_ptr<GgufFile> g
   auto m = std::make_unique<LoadedModel>();
   m->path = gguf->name();
   m->format = "gguf";
+  m->load_options = options;
   if (!options.quantization.empty() && options.quantization != "gguf" &&
       options.quantization != "none" && options.quantization != "None") {
     return InvalidArgumentError(

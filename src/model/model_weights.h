@@ -65,10 +65,24 @@ struct ModelWeights {
   int64_t num_parameters = 0;
 };
 
+// How LoadModel reads a model's weights.
+struct LoadOptions {
+  // vLLM's --dtype for unquantized weights: every F32/F16/BF16 weight matrix is converted to
+  // this type at load (into memory the model owns; the file is left as it is) and the kernels
+  // of that type run it. nullopt keeps each matrix as stored. Quantized matrices, norms and
+  // biases (always read as float32) are unaffected.
+  std::optional<DType> float_matrix_dtype;
+  // vLLM's --quantization: "" (or none) takes the checkpoint's quantization_config as it is;
+  // awq / awq_marlin / gptq / gptq_marlin must match it; gguf only with a .gguf file.
+  std::string quantization;
+};
+
 // A model opened from disk: config, weights, and the files that back them.
 struct LoadedModel {
   std::string path;
   std::string format;  // "safetensors" or "gguf"
+  // The options it was loaded with (tensor-parallel workers load the same files with them).
+  LoadOptions load_options;
   ModelConfig config;
   ModelWeights weights;
   // Generation defaults from generation_config.json (vLLM applies them as request defaults).
@@ -90,16 +104,6 @@ struct LoadedModel {
 // Opens a Hugging Face directory (config.json + model.safetensors or sharded index) or a
 // .gguf file. Checks architecture, every tensor's presence, dtype and shape; errors name the
 // file and the tensor or key.
-struct LoadOptions {
-  // vLLM's --dtype for unquantized weights: every F32/F16/BF16 weight matrix is converted to
-  // this type at load (into memory the model owns; the file is left as it is) and the kernels
-  // of that type run it. nullopt keeps each matrix as stored. Quantized matrices, norms and
-  // biases (always read as float32) are unaffected.
-  std::optional<DType> float_matrix_dtype;
-  // vLLM's --quantization: "" (or none) takes the checkpoint's quantization_config as it is;
-  // awq / awq_marlin / gptq / gptq_marlin must match it; gguf only with a .gguf file.
-  std::string quantization;
-};
 StatusOr<std::unique_ptr<LoadedModel>> LoadModel(const std::string& path,
                                                  const LoadOptions& options = {});
 

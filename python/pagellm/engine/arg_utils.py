@@ -160,6 +160,11 @@ class EngineArgs:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
+            if value > 1 and name == "tensor_parallel_size":
+                raise NotImplementedError(
+                    f"{name}={value}: the Python LLM runs in one process; tensor parallelism "
+                    "runs in the pagellm binary (`pagellm serve MODEL -tp N`, "
+                    "docs/PARALLELISM.md)")
             if value > 1:
                 raise NotImplementedError(f"{name}={value}: this build runs one process; "
                                           "parallelism is not supported yet (use 1)")

@@ -1,0 +1,194 @@
+#include "backend/tensor_parallel_backend.h"
+
+#include "backend/tensor_parallel_messages.h"
+#include "base/kv_cache_dtype.h"
+#include "fmt/format.h"
+#include "spdlog/spdlog.h"
+
+namespace pagellm {
+namespace {
+
+// Every rank's result of one step of set-up, gathered on rank 0: there the first failure, naming
+// its rank; on the others only a failure to report it (a worker that failed waits for rank 0's
+// shut-down message).
+Status AgreeOnStatus(Communicator& group, const Status& mine) {
+  const std::string text = mine.ok() ? std::string() : mine.ToString();
+  std::vector<std::vector<uint8_t>> all;
+  RETURN_IF_ERROR(group.GatherToRoot(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()), &all));
+  if (group.rank() != 0) {
+    if (!mine.ok()) spdlog::error("tensor-parallel rank {}: {}", group.rank(), text);
+    return Status::Ok();
+  }
+  for (int r = 0; r < group.size(); ++r) {
+    if (!all[r].empty())
+      return FailedPreconditionError(
+          fmt::format("tensor-parallel rank {}: {}", r, std::string(all[r].begin(), all[r].end())));
+  }
+  return Status::Ok();
+}
+
+void LogShard(const ShardLayout& l, const LoadedModel& shard) {
+  spdlog::info(
+      "tensor-parallel rank {}/{}: query heads [{}, {}), KV heads [{}, {}), MLP columns [{}, {}), "
+      "vocabulary [{}, {}); {:.1f} MiB of weights",
+      l.rank, l.size, l.q_head_begin, l.q_head_begin + l.num_q_heads, l.kv_head_begin,
+      l.kv_head_begin + l.num_kv_heads, l.inter_begin, l.inter_begin + l.inter, l.vocab_begin,
+      l.vocab_begin + l.vocab, shard.weights.total_bytes / 1048576.0);
+}
+
+// This rank's part of the whole model's KV shape, or Unimplemented for a cache format whose
+// start-up calibration (engine/kv_calibration.h) sees one rank's heads only.
+StatusOr<KvCacheShape> RankKvShape(const KvCacheShape& shape, const ShardLayout& l) {
+  for (int layer = 0; layer < shape.num_layers; ++layer) {
+    const KvCacheDtype d = shape.layer_dtype(layer);
+    if (d != KvCacheDtype::kFloat32 && d != KvCacheDtype::kFloat16 && d != KvCacheDtype::kBFloat16)
+      return UnimplementedError(fmt::format(
+          "--kv-cache-dtype {} with --tensor-parallel-size {}: quantised KV caches are not "
+          "supported with tensor parallelism yet (use auto, float32, float16 or bfloat16)",
+          KvCacheDtypeName(d), l.size));
+  }
+  KvCacheShape s = shape;
+  s.num_kv_heads = l.num_kv_heads;
+  return s;
+}
+
+// A worker's state between messages.
+struct WorkerState {
+  std::unique_ptr<LoadedModel> model;
+  ShardLayout layout;
+  std::unique_ptr<LoadedModel> shard;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<CpuBackend> backend;
+};
+
+Status WorkerInit(Communicator& group, const TpInit& m, WorkerState* w) {
+  w->backend.reset();
+  w->shard.reset();
+  w->model.reset();
+  ASSIGN_OR_RETURN(w->model, LoadModel(m.model_path, m.load_options));
+  ASSIGN_OR_RETURN(w->layout, ComputeShardLayout(w->model->config, group.rank(), group.size()));
+  ASSIGN_OR_RETURN(w->shard, ShardModel(*w->model, w->layout));
+  w->pool = std::make_unique<ThreadPool>(m.threads);
+  w->backend = std::make_unique<CpuBackend>(*w->shard, w->model->config, &group, w->pool.get(),
+                                            m.max_positions, static_cast<SimdLevel>(m.simd_level));
+  LogShard(w->layout, *w->shard);
+  return Status::Ok();
+}
+
+Status WorkerAllocate(const TpAllocateKv& m, WorkerState* w) {
+  if (w->backend == nullptr) return FailedPreconditionError("KV cache before the model");
+  ASSIGN_OR_RETURN(KvCacheShape shape, RankKvShape(m.shape, w->layout));
+  return w->backend->AllocateKvCache(shape, m.num_swap_blocks);
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Backend>> TensorParallelBackend::Create(const LoadedModel& model,
+                                                                 Communicator* group,
+                                                                 ThreadPool* pool,
+                                                                 int max_positions,
+                                                                 SimdLevel level) {
+  CHECK(group != nullptr && group->rank() == 0 && group->size() > 1);
+  TpInit init;
+  init.model_path = model.path;
+  init.load_options = model.load_options;
+  init.max_positions = max_positions;
+  init.threads = pool != nullptr ? pool->num_threads() : 1;
+  init.simd_level = static_cast<int32_t>(level);
+  std::vector<uint8_t> message = EncodeInit(init);
+  RETURN_IF_ERROR(group->Broadcast(&message, false));
+  // Rank 0 shards the model it already holds; the others load theirs meanwhile.
+  StatusOr<ShardLayout> layout = ComputeShardLayout(model.config, 0, group->size());
+  StatusOr<std::unique_ptr<LoadedModel>> shard =
+      layout.ok() ? ShardModel(model, *layout)
+                  : StatusOr<std::unique_ptr<LoadedModel>>(layout.status());
+  RETURN_IF_ERROR(AgreeOnStatus(*group, shard.status()));
+  std::unique_ptr<TensorParallelBackend> b(
+      new TensorParallelBackend(group, *layout, std::move(shard).value()));
+  b->local_ =
+      std::make_unique<CpuBackend>(*b->shard_, model.config, group, pool, max_positions, level);
+  LogShard(b->layout_, *b->shard_);
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+Status TensorParallelBackend::Send(std::vector<uint8_t> message) {
+  return group_->Broadcast(&message, false);
+}
+
+Status TensorParallelBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
+  ASSIGN_OR_RETURN(KvCacheShape mine, RankKvShape(shape, layout_));
+  RETURN_IF_ERROR(Send(EncodeAllocateKv({shape, num_swap_blocks})));
+  RETURN_IF_ERROR(AgreeOnStatus(*group_, local_->AllocateKvCache(mine, num_swap_blocks)));
+  spdlog::info("tensor-parallel: each of {} ranks holds {} KV blocks of {} KV heads ({:.1f} MiB)",
+               group_->size(), mine.num_blocks, mine.num_kv_heads, mine.total_bytes() / 1048576.0);
+  return Status::Ok();
+}
+
+void TensorParallelBackend::CopyKvBlocks(KvPool src, KvPool dst,
+                                         std::span<const BlockCopy> copies) {
+  if (copies.empty()) return;
+  const Status s = Send(EncodeCopyKv(src, dst, copies));
+  CHECK(s.ok()) << s.message();  // the MPI communicator aborts the job first
+  local_->CopyKvBlocks(src, dst, copies);
+}
+
+void TensorParallelBackend::PoisonKvCache() {
+  const Status s = Send(EncodePoison());
+  CHECK(s.ok()) << s.message();
+  local_->PoisonKvCache();
+}
+
+Status TensorParallelBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
+  RETURN_IF_ERROR(Send(EncodeForward(batch)));
+  return local_->Forward(batch, out);
+}
+
+Status RunTensorParallelWorker(Communicator& group) {
+  CHECK(group.rank() != 0);
+  WorkerState w;
+  TpForward step;
+  ForwardOutput out;
+  std::vector<uint8_t> message;
+  for (;;) {
+    RETURN_IF_ERROR(group.Broadcast(&message, /*wait_forever=*/true));
+    if (message.empty()) return Status::Ok();
+    ASSIGN_OR_RETURN(TpMessageKind kind, MessageKind(message));
+    switch (kind) {
+      case TpMessageKind::kInit: {
+        ASSIGN_OR_RETURN(TpInit init, DecodeInit(message));
+        RETURN_IF_ERROR(AgreeOnStatus(group, WorkerInit(group, init, &w)));
+        break;
+      }
+      case TpMessageKind::kAllocateKv: {
+        ASSIGN_OR_RETURN(TpAllocateKv m, DecodeAllocateKv(message));
+        RETURN_IF_ERROR(AgreeOnStatus(group, WorkerAllocate(m, &w)));
+        break;
+      }
+      case TpMessageKind::kCopyKv: {
+        ASSIGN_OR_RETURN(TpCopyKv m, DecodeCopyKv(message));
+        if (w.backend != nullptr) w.backend->CopyKvBlocks(m.src, m.dst, m.copies);
+        break;
+      }
+      case TpMessageKind::kPoison:
+        if (w.backend != nullptr) w.backend->PoisonKvCache();
+        break;
+      case TpMessageKind::kForward: {
+        RETURN_IF_ERROR(DecodeForward(message, &step));
+        if (w.backend == nullptr) return FailedPreconditionError("a step before the model");
+        const Status s = w.backend->Forward(step.batch, &out);
+        // A batch that fails validation fails on rank 0 too (the same checks, no collective
+        // was started); a failed collective ends the loop.
+        if (!s.ok() && s.code() == StatusCode::kUnavailable) return s;
+        break;
+      }
+    }
+  }
+}
+
+Status ShutDownTensorParallelWorkers(Communicator& group) {
+  std::vector<uint8_t> empty;
+  return group.Broadcast(&empty, false);
+}
+
+}  // namespace pagellm

@@ -1,0 +1,60 @@
+// Tensor parallelism behind the Backend seam. Rank 0 of a group owns the engine (scheduler,
+// KV manager, sampling, server) and holds a TensorParallelBackend: each Backend call is
+// broadcast to the other ranks as one message (backend/tensor_parallel_messages.h), then rank 0
+// runs it on its own shard. The other ranks run RunTensorParallelWorker: receive a message, run
+// the same call on their shard, until the empty (shut-down) message. The ranks' forward passes
+// meet in the collectives of TensorParallelOps; rank 0 alone gets the logits. The engine never
+// knows: CreateBackend (backend/backend_factory.h) returns this backend when given a group.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "backend/backend.h"
+#include "backend/cpu_backend.h"
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "dist/communicator.h"
+#include "model/model_weights.h"
+#include "model/tensor_parallel_shard.h"
+
+namespace pagellm {
+
+class TensorParallelBackend : public Backend {
+ public:
+  // Rank 0 of `group` (size > 1; the other ranks in RunTensorParallelWorker): tells them to load
+  // `model`'s files with its load options, takes its own shard of `model` (which must outlive
+  // the backend) and returns once every rank holds its shard, or the first rank's error.
+  static StatusOr<std::unique_ptr<Backend>> Create(const LoadedModel& model, Communicator* group,
+                                                   ThreadPool* pool, int max_positions,
+                                                   SimdLevel level);
+
+  // `shape` is the whole model's; each rank allocates its KV heads' part (the planner's
+  // per-device formula, planner/model_footprint.h KvHeadsPerDevice).
+  Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override;
+  // Rank 0's pool (its KV heads).
+  KvCacheStorage& kv_cache() override { return local_->kv_cache(); }
+  void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override;
+  void PoisonKvCache() override;
+  Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
+
+ private:
+  TensorParallelBackend(Communicator* group, ShardLayout layout, std::unique_ptr<LoadedModel> shard)
+      : group_(group), layout_(layout), shard_(std::move(shard)) {}
+  Status Send(std::vector<uint8_t> message);
+
+  Communicator* group_;
+  ShardLayout layout_;
+  std::unique_ptr<LoadedModel> shard_;
+  std::unique_ptr<CpuBackend> local_;
+};
+
+// The loop of ranks 1.. of `group`: runs rank 0's backend calls on this rank's shard until rank
+// 0 sends the shut-down message (Ok) or a collective fails.
+Status RunTensorParallelWorker(Communicator& group);
+
+// Rank 0's end of the loop: the shut-down message (the other ranks return from
+// RunTensorParallelWorker).
+Status ShutDownTensorParallelWorkers(Communicator& group);
+
+}  // namespace pagellm

@@ -1,0 +1,82 @@
+// The ForwardOps of one rank of a tensor-parallel group: the rank's own ops (CpuOps over its
+// shard, model/tensor_parallel_shard.h) plus the three places where ranks meet:
+//   Embed          each rank embeds the tokens of its vocabulary range (zero rows for the
+//                  others), then the rows are summed over the ranks;
+//   AddAllReduced  the partial attention-output / MLP-down projections are summed over the
+//                  ranks (rank order, dist/communicator.h) before the residual add;
+//   Logits         each rank projects onto its vocabulary range; rank 0 gathers the ranges into
+//                  the [rows][vocab] logits (the other ranks' outputs stay empty).
+// Everything else is the rank's own work. A failed collective is kept (status()) and the later
+// ones of the step are skipped; the step's output is then meaningless and the backend returns
+// the error.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "model/forward_ops.h"
+#include "model/tensor_parallel_shard.h"
+#include "pagellm/status.h"
+
+namespace pagellm {
+
+class TensorParallelOps : public ForwardOps {
+ public:
+  // `inner` and `group` must outlive the ops; `full` is the unsplit model's config.
+  TensorParallelOps(ForwardOps& inner, Communicator& group, const ModelConfig& full);
+
+  // The first collective failure since the last call, then Ok again.
+  Status TakeStatus();
+
+  float* Scratch(int slot, int64_t floats) override { return inner_.Scratch(slot, floats); }
+  void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) override;
+  void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
+               int64_t dim) override {
+    inner_.RmsNorm(x, weight, eps, out, rows, dim);
+  }
+  void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override {
+    inner_.MatMul(outs, x, rows);
+  }
+  void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override {
+    inner_.AddBias(x, bias, rows, dim);
+  }
+  void Add(float* x, const float* y, int64_t n) override { inner_.Add(x, y, n); }
+  void AddAllReduced(float* x, float* y, int64_t n) override;
+  void SiluMul(const float* gate, const float* up, float* out, int64_t n) override {
+    inner_.SiluMul(gate, up, out, n);
+  }
+  void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
+              int64_t rows) override {
+    inner_.MoeFfn(w, config, h, out, rows);
+  }
+  void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) override {
+    inner_.Rope(batch, q, q_heads, k, kv_heads);
+  }
+  void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override {
+    inner_.WriteKv(layer, batch, k, v);
+  }
+  void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override {
+    inner_.PagedAttention(layer, batch, q, out);
+  }
+  void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
+              ForwardOutput* out) override;
+
+ private:
+  // Sums x [n] over the ranks unless a collective of this step already failed.
+  void AllReduce(float* x, int64_t n);
+
+  ForwardOps& inner_;
+  Communicator& group_;
+  const int32_t full_vocab_;
+  std::vector<ShardLayout> layouts_;  // every rank's ranges (rank 0 places their logits)
+  Status status_;
+  std::vector<int32_t> local_ids_;  // Embed: this rank's tokens, as rows of its table
+  std::vector<int64_t> local_pos_;  //        and their positions in the batch
+  std::vector<float> local_rows_;   //        their embeddings [n][hidden]
+  ForwardOutput local_logits_;      // Logits: this rank's [rows][its vocab]
+  std::vector<std::vector<uint8_t>> gathered_;
+};
+
+}  // namespace pagellm

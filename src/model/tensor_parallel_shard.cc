@@ -1,0 +1,155 @@
+#include "model/tensor_parallel_shard.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "fmt/format.h"
+#include "model/gguf_file.h"
+#include "model/safetensors_file.h"
+
+namespace pagellm {
+namespace {
+
+// Rows [begin, begin + count) of `w`: a view into the same bytes.
+WeightMatrix RowSlice(const WeightMatrix& w, int64_t begin, int64_t count) {
+  WeightMatrix s;
+  s.dtype = w.dtype;
+  s.rows = count;
+  s.cols = w.cols;
+  s.data = w.data + begin * w.row_bytes();
+  s.input_perm = w.input_perm;
+  return s;
+}
+
+// Columns [begin, begin + count) of `w`, copied into `store` (each row's bytes of those
+// columns). The range must cover whole quantization blocks.
+StatusOr<WeightMatrix> ColumnSlice(const WeightMatrix& w, int64_t begin, int64_t count,
+                                   const char* what, WeightStore* store) {
+  const int64_t block = DTypeBlockElems(w.dtype);
+  if (w.input_perm != nullptr)
+    return UnimplementedError(fmt::format(
+        "tensor parallelism: {} has an input permutation (GPTQ act-order) and would be split by "
+        "columns",
+        what));
+  if (begin % block != 0 || count % block != 0)
+    return UnimplementedError(
+        fmt::format("tensor parallelism: {} columns [{}, {}) cut {}-element quantization blocks "
+                    "of {}; choose a smaller --tensor-parallel-size",
+                    what, begin, begin + count, block, DTypeName(w.dtype)));
+  WeightMatrix s;
+  s.dtype = w.dtype;
+  s.rows = w.rows;
+  s.cols = count;
+  const int64_t offset = DTypeRowBytes(w.dtype, begin), row = s.row_bytes();
+  uint8_t* data = store->Allocate(s.nbytes());
+  for (int64_t r = 0; r < w.rows; ++r) std::memcpy(data + r * row, w.row(r) + offset, row);
+  s.data = data;
+  return s;
+}
+
+std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t count) {
+  if (v.empty()) return {};
+  return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
+}
+
+// Rank `rank`'s [begin, count) of n split in shares of ceil(n / size).
+void Share(int64_t n, int rank, int size, int64_t* begin, int64_t* count) {
+  const int64_t per = (n + size - 1) / size;
+  *begin = std::min(n, per * rank);
+  *count = std::min(n, *begin + per) - *begin;
+}
+
+}  // namespace
+
+StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& c, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size)
+    return InvalidArgumentError(fmt::format("rank {} of a group of {}", rank, size));
+  if (c.num_heads % size != 0)
+    return InvalidArgumentError(fmt::format(
+        "--tensor-parallel-size {}: the model's {} attention heads are not divisible by it", size,
+        c.num_heads));
+  if (c.num_kv_heads % size != 0 && size % c.num_kv_heads != 0)
+    return InvalidArgumentError(fmt::format(
+        "--tensor-parallel-size {}: the model's {} KV heads can neither be split evenly nor "
+        "replicated evenly across it",
+        size, c.num_kv_heads));
+  ShardLayout l;
+  l.rank = rank;
+  l.size = size;
+  l.num_q_heads = c.num_heads / size;
+  l.q_head_begin = rank * l.num_q_heads;
+  if (c.num_kv_heads >= size) {
+    l.num_kv_heads = c.num_kv_heads / size;
+    l.kv_head_begin = rank * l.num_kv_heads;
+  } else {
+    // Replicated: the one KV head this rank's query heads read (size / num_kv_heads ranks
+    // hold each).
+    l.num_kv_heads = 1;
+    l.kv_head_begin = rank / (size / c.num_kv_heads);
+  }
+  Share(c.intermediate_size, rank, size, &l.inter_begin, &l.inter);
+  Share(c.vocab_size, rank, size, &l.vocab_begin, &l.vocab);
+  if (l.inter == 0 || l.vocab == 0)
+    return InvalidArgumentError(fmt::format(
+        "--tensor-parallel-size {} leaves rank {} no MLP columns or vocabulary rows", size, rank));
+  return l;
+}
+
+StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const ShardLayout& l) {
+  const ModelConfig& c = full.config;
+  if (c.moe.num_experts > 0)
+    return UnimplementedError(
+        "tensor parallelism of mixture-of-experts models is not supported yet");
+  auto shard = std::make_unique<LoadedModel>();
+  shard->path = full.path;
+  shard->format = full.format;
+  shard->generation_defaults = full.generation_defaults;
+  shard->quantization = full.quantization;
+  ModelConfig& sc = shard->config;
+  sc = c;
+  sc.num_heads = l.num_q_heads;
+  sc.num_kv_heads = l.num_kv_heads;
+  sc.intermediate_size = static_cast<int>(l.inter);
+  sc.vocab_size = static_cast<int>(l.vocab);
+
+  const int64_t hd = c.head_dim;
+  const int64_t q0 = l.q_head_begin * hd, qn = sc.q_dim();
+  const int64_t kv0 = l.kv_head_begin * hd, kvn = sc.kv_dim();
+  const ModelWeights& fw = full.weights;
+  ModelWeights& w = shard->weights;
+  WeightStore* store = &shard->repacked;
+  w.embed = RowSlice(fw.embed, l.vocab_begin, l.vocab);
+  w.lm_head = RowSlice(fw.lm_head, l.vocab_begin, l.vocab);
+  w.final_norm = fw.final_norm;
+  for (size_t i = 0; i < fw.layers.size(); ++i) {
+    const LayerWeights& f = fw.layers[i];
+    LayerWeights s;
+    const std::string layer = fmt::format("layer {} ", i);
+    s.attn_norm = f.attn_norm;
+    s.wq = RowSlice(f.wq, q0, qn);
+    s.wk = RowSlice(f.wk, kv0, kvn);
+    s.wv = RowSlice(f.wv, kv0, kvn);
+    ASSIGN_OR_RETURN(s.wo, ColumnSlice(f.wo, q0, qn, (layer + "o_proj").c_str(), store));
+    s.bq = Slice(f.bq, q0, qn);
+    s.bk = Slice(f.bk, kv0, kvn);
+    s.bv = Slice(f.bv, kv0, kvn);
+    s.q_norm = f.q_norm;
+    s.k_norm = f.k_norm;
+    s.ffn_norm = f.ffn_norm;
+    s.w_gate = RowSlice(f.w_gate, l.inter_begin, l.inter);
+    s.w_up = RowSlice(f.w_up, l.inter_begin, l.inter);
+    ASSIGN_OR_RETURN(s.w_down, ColumnSlice(f.w_down, l.inter_begin, l.inter,
+                                           (layer + "down_proj").c_str(), store));
+    s.kv_k_scale = f.kv_k_scale;
+    s.kv_v_scale = f.kv_v_scale;
+    w.layers.push_back(std::move(s));
+  }
+  int64_t bytes = w.embed.nbytes() + (c.tie_word_embeddings ? 0 : w.lm_head.nbytes());
+  for (const LayerWeights& s : w.layers)
+    for (const WeightMatrix* m : {&s.wq, &s.wk, &s.wv, &s.wo, &s.w_gate, &s.w_up, &s.w_down})
+      bytes += m->nbytes();
+  w.total_bytes = bytes;
+  return shard;
+}
+
+}  // namespace pagellm

@@ -1,0 +1,142 @@
+"""Tensor parallelism end to end: `pagellm generate -tp N` starts its ranks with mpirun and must
+give the greedy token ids of `-tp 1`, over both MPI transports (shared memory and TCP forced,
+oversubscribed on a small machine); a killed worker must end a server with an error quickly.
+
+The exact numbers (logits within 1e-5, bitwise repeatability, every split) are checked in
+process by tests/tensor_parallel_test.cc; here the launch, the messages between processes and
+the engine features on top (batching of mixed lengths, chunked prefill, preemption).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "e2e"))
+from pagellm_server import Server  # noqa: E402
+
+import gen_model  # noqa: E402  (tools/ is on sys.path through conftest.py)
+
+PROMPTS = [[1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61, 65, 69, 73],
+           [1, 7], [1, 100, 200, 300, 400, 12, 34, 56], [1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3]]
+
+
+@pytest.fixture(scope="module")
+def random_model(scratch_dir, shared_dir):
+    """A random Llama with 4 query heads and 2 KV heads (replicated at TP 4), Q8_0."""
+    path = os.path.join(scratch_dir, "tp-random.gguf")
+    assert gen_model.main(["--quiet", "--preset", "small", "--layers", "2", "--gguf", path,
+                           "--gguf-type", "q8_0", "--shared-dir", shared_dir]) == 0
+    return path
+
+
+def generate(binary, model, tp, scratch_dir, btl=None, extra=()):
+    """Greedy outputs (token id lists) of PROMPTS, and the completed process."""
+    inp = os.path.join(scratch_dir, "tp-prompts.jsonl")
+    with open(inp, "w") as f:
+        for p in PROMPTS:
+            f.write(json.dumps({"prompt_token_ids": p, "max_tokens": 12, "temperature": 0,
+                                "ignore_eos": True}) + "\n")
+    env = os.environ.copy()
+    if btl:
+        env["OMPI_MCA_btl"] = btl
+    args = [binary, "generate", "--model", model, "--input", inp, "--threads", "1",
+            "--max-num-batched-tokens", "16", "--kv-cache-memory", "16MiB", "-tp", str(tp)]
+    proc = subprocess.run(args + list(extra), capture_output=True, text=True, timeout=120,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return [line["token_ids"] for line in lines], proc
+
+
+def test_random_model_tp2_tp4_match_tp1_on_both_transports(pagellm_binary, random_model,
+                                                           scratch_dir):
+    want, _ = generate(pagellm_binary, random_model, 1, scratch_dir)
+    assert len(want) == len(PROMPTS) and all(len(ids) == 12 for ids in want)
+    got, proc = generate(pagellm_binary, random_model, 2, scratch_dir, btl="self,vader")
+    assert got == want
+    assert "tensor-parallel rank 1/2" in proc.stderr, proc.stderr  # each rank logs its shard
+    got, _ = generate(pagellm_binary, random_model, 4, scratch_dir, btl="self,tcp")
+    assert got == want
+
+
+def test_shared_model_tp2_matches_tp1_with_preemption(pagellm_binary, stories_model,
+                                                      scratch_dir):
+    # 12 blocks of 4 tokens cannot hold the four requests at once: some are preempted and
+    # recomputed, on every rank alike (the scheduler runs on rank 0 only).
+    extra = ("--num-gpu-blocks-override", "12", "--block-size", "4", "--max-model-len", "40")
+    want, _ = generate(pagellm_binary, stories_model, 1, scratch_dir, extra=extra)
+    got, _ = generate(pagellm_binary, stories_model, 2, scratch_dir, btl="self,tcp", extra=extra)
+    assert got == want
+    # Preemption by swapping: the block copies go to every rank too.
+    swap = extra + ("--preemption-mode", "swap", "--swap-space", "0.001")
+    got, _ = generate(pagellm_binary, stories_model, 2, scratch_dir, extra=swap)
+    assert got == want
+
+
+def test_split_that_does_not_divide_is_a_clear_error(pagellm_binary, random_model):
+    proc = subprocess.run([pagellm_binary, "generate", "--model", random_model, "--prompt", "x",
+                           "--max-tokens", "1", "-tp", "3"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "4 attention heads are not divisible" in proc.stderr, proc.stderr
+
+
+def rank_pids(rank):
+    """Pids of this user's pagellm processes that mpirun started as `rank`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{entry}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "pagellm" and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            pids.append(int(entry))
+    return pids
+
+
+def test_killed_worker_ends_the_server(pagellm_binary, shared_dir, scratch_dir):
+    server = Server(pagellm_binary, shared_dir, extra_args=["-tp", "2", "--threads", "1"],
+                    log_dir=scratch_dir)
+    try:
+        server.wait_ready(timeout=90)
+        status, body = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
+                                                       "max_tokens": 4, "temperature": 0})
+        assert status == 200 and body["usage"]["completion_tokens"] == 4, body
+        workers = [p for p in rank_pids(1) if p != server.proc.pid]
+        assert workers, "no rank-1 process found"
+        os.kill(workers[0], signal.SIGKILL)
+        start = time.time()
+        code = server.proc.wait(timeout=30)
+        assert time.time() - start < 30
+        assert code != 0
+        log = server.read_log()
+        assert "tensor-parallel ranks ended" in log, log
+    finally:
+        server.stop()
+
+
+def test_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scratch_dir):
+    server = Server(pagellm_binary, shared_dir, extra_args=["-tp", "2", "--threads", "1"],
+                    log_dir=scratch_dir)
+    try:
+        server.wait_ready(timeout=90)
+        assert rank_pids(1)
+        start = time.time()
+        assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
+        assert time.time() - start < 30
+        deadline = time.time() + 10
+        while rank_pids(1) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not rank_pids(1), "a worker outlived the server"
+    finally:
+        server.stop()
