@@ -215,6 +215,24 @@ def test_gguf_layout_types_and_values(tmp_path, gtype):
             assert rel <= bound, (name, rel)
 
 
+def test_weights_from_an_hf_directory(tmp_path):
+    """--weights-from: the GGUF of an HF directory's own weights, shape from its config.json,
+    equals the GGUF written beside the same weights when they were generated."""
+    gen(*SMALL, "--out", tmp_path / "hf", "--gguf", tmp_path / "direct.gguf")
+    gen("--weights-from", tmp_path / "hf", "--tokenizer", TOK, "--gguf", tmp_path / "from.gguf")
+    direct = check_gguf_layout(tmp_path / "direct.gguf")
+    made = check_gguf_layout(tmp_path / "from.gguf")
+    assert made.metadata["general.name"] == "hf"
+    for k, v in direct.metadata.items():
+        if k != "general.name":
+            assert made.metadata[k] == v, k
+    assert made.tensors.keys() == direct.tensors.keys()
+    for name in direct.tensors:
+        np.testing.assert_array_equal(made.tensor(name), direct.tensor(name), err_msg=name)
+    with pytest.raises(SystemExit):  # a shape flag that contradicts the tensors
+        gen("--weights-from", tmp_path / "hf", "--hidden", 128, "--gguf", tmp_path / "bad.gguf")
+
+
 def test_gguf_qwen2_not_permuted_and_biases(tmp_path):
     path = tmp_path / "q.gguf"
     gen("--preset", "tiny-qwen2", "--tokenizer", TOK, "--layers", 1, "--out", tmp_path / "hf",

@@ -187,13 +187,13 @@ def test_engine_matrices_equal_numpy_dequantization(shared_dir, tmp_path_factory
     assert q["method"] == cfg["quantization_config"]["quant_method"]
     assert q["bits"] == cfg["quantization_config"]["bits"]
     assert q["file_bytes"] == quantized_tensor_bytes(path)
-    # The repacked layout's bytes: Q5_0 (22 bytes per 32) for 4 bits, Q8_0 (34 per 32) or F32
+    # The repacked layout's bytes: Q4_Z (19 bytes per 32) for 4 bits, Q8_0 (34 per 32) or F32
     # for 8 bits; weights_bytes counts what the kernels read.
-    repacked = sum(info["dtype_bytes"].get(t, 0) for t in ("Q5_0", "Q8_0"))
+    repacked = sum(info["dtype_bytes"].get(t, 0) for t in ("Q4_Z", "Q8_0"))
     assert info["repacked_bytes"] >= repacked
     if cfg["quantization_config"]["bits"] == 4:
         n = sum(ref[name].size for name in quantized)
-        assert info["dtype_bytes"]["Q5_0"] == n // 32 * 22
+        assert info["dtype_bytes"]["Q4_Z"] == n // 32 * 19
 
 
 def quantized_tensor_bytes(path):

@@ -13,6 +13,13 @@ docs/MODEL_GENERATOR.md for the presets, the weight distribution and benchmark r
 Weights are drawn in float32 per tensor (seeded from --seed and the tensor name), rounded to
 --dtype (this is "the model"), written chunk by chunk to every output, and never held whole.
 GGUF tensors are derived from the same rounded values (then converted or quantized).
+
+--weights-from DIR takes the weights of a dense Llama-family Hugging Face directory
+(F32/F16/BF16 safetensors, one file) instead, its config.json supplying every shape flag not
+given, e.g. a GGUF of a shared model for `pagellm quantize`:
+
+    /usr/bin/python3 tools/gen_model.py --weights-from ../shared/models/llama2xs-279K \
+        --tokenizer tok512 --gguf /tmp/llama2xs-f32.gguf
 """
 
 from __future__ import annotations
@@ -381,6 +388,45 @@ def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float
         yield r0, x
 
 
+# config.json keys of the shape flags --weights-from fills in.
+HF_SHAPE_KEYS = {"hidden": "hidden_size", "intermediate": "intermediate_size",
+                 "layers": "num_hidden_layers", "heads": "num_attention_heads",
+                 "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "vocab": "vocab_size",
+                 "tied": "tie_word_embeddings", "rope_theta": "rope_theta",
+                 "max_pos": "max_position_embeddings", "rms_eps": "rms_norm_eps"}
+
+
+def shape_from_hf_config(args) -> None:
+    """Sets the shape flags of args left unset from --weights-from's config.json."""
+    with open(os.path.join(args.weights_from, "config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    if cfg.get("model_type") != "llama" or cfg.get("quantization_config"):
+        raise SystemExit(f"--weights-from {args.weights_from}: only unquantized llama models")
+    if args.arch is None:
+        args.arch = "llama"
+    for flag, key in HF_SHAPE_KEYS.items():
+        if getattr(args, flag) is None and cfg.get(key) is not None:
+            setattr(args, flag, cfg[key])
+    if args.rope_scaling is None and cfg.get("rope_scaling") is None:
+        args.rope_scaling = "none"
+
+
+def file_chunks(spec: TensorSpec, m: ModelShape, tensors: dict):
+    """Yields (row0, float32 array) of the tensor spec.hf_name of --weights-from, in order."""
+    if spec.hf_name not in tensors:
+        raise SystemExit(f"--weights-from: no tensor {spec.hf_name}")
+    dtype, x = tensors[spec.hf_name]
+    if dtype not in ("F32", "F16", "BF16") or tuple(x.shape) != tuple(spec.shape):
+        raise SystemExit(f"--weights-from: {spec.hf_name} is {dtype} {list(x.shape)}, "
+                         f"expected a float tensor {list(spec.shape)}")
+    x = x.astype(np.float32)
+    if len(spec.shape) == 1:
+        yield 0, x
+        return
+    for r0, r1 in gw.iter_row_chunks(spec.shape[0], rows_per_chunk(spec, m.head_dim)):
+        yield r0, x[r0:r1]
+
+
 def llama3_rope_factors(m: ModelShape) -> np.ndarray:
     """rope_freqs.weight as llama.cpp's converter writes it: theta_i is divided by factor_i."""
     rs = m.rope_scaling
@@ -633,6 +679,9 @@ def parse_args(argv=None):
     p.add_argument("--shared-dir", default=None, help="test assets (default $PAGELLM_SHARED_DIR "
                    "or ../shared next to the repo)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weights-from", help="take the weights of this HF directory (dense llama, "
+                   "float safetensors) instead of random ones; its config.json gives the shape "
+                   "flags not set")
     p.add_argument("--name", help="general.name in the GGUF (default: preset or 'random')")
     p.add_argument("--arch", choices=sorted(ARCHS))
     p.add_argument("--hidden", type=int)
@@ -726,7 +775,14 @@ def check_output_path(path: str, allow: bool):
 def main(argv=None) -> int:
     args = parse_args(argv)
     t0 = time.time()
+    tensors = None
+    if args.weights_from:
+        import hf_quantize  # its safetensors reader
+        shape_from_hf_config(args)
+        tensors = hf_quantize.read_safetensors(os.path.join(args.weights_from, "model.safetensors"))
     m, tok_name = build_shape(args)
+    if tensors is not None and m.experts:
+        raise SystemExit("--weights-from reads dense models only")
     shared = args.shared_dir or shared_dir_default()
     log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, file=sys.stderr, flush=True))
 
@@ -748,7 +804,9 @@ def main(argv=None) -> int:
     specs = tensor_specs(m)
     n_params = sum(int(np.prod(s.shape)) for s in specs)
     embed_std = args.embed_std if args.embed_std is not None else max(0.02, 1 / math.sqrt(m.hidden))
-    name = args.name or args.preset or "random"
+    name = (args.name or args.preset
+            or (os.path.basename(os.path.normpath(args.weights_from)) if args.weights_from
+                else "random"))
     log(f"gen_model: {name} arch={m.arch} hidden={m.hidden} inter={m.intermediate} "
         f"layers={m.layers} heads={m.heads}/{m.kv_heads} head_dim={m.head_dim} vocab={m.vocab} "
         f"tied={m.tied} params={n_params / 1e6:.2f}M tokenizer={tok_name}"
@@ -794,7 +852,9 @@ def main(argv=None) -> int:
 
     for s in specs:
         gtype_t = gg.tensor_type(s.gguf_name) if gg else None
-        for r0, x in generate_chunks(s, m, args.seed, embed_std):
+        chunks = (file_chunks(s, m, tensors) if tensors is not None
+                  else generate_chunks(s, m, args.seed, embed_std))
+        for r0, x in chunks:
             x = round_to_dtype(x, args.dtype)
             if st:
                 name = s.hf_name.format(r0 // s.shape[1]) if s.experts else s.hf_name

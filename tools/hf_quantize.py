@@ -7,6 +7,8 @@ float model by round-to-nearest, for tests and as the int4 baseline.
         --asym --desc-act --checkpoint-format gptq_v2
     python3 tools/hf_quantize.py --model DIR --out OUT --method awq --group-size 64 \\
         --awq-search --calib-text tinystories_sample.txt     # the AWQ algorithm (awq_search.py)
+    python3 tools/hf_quantize.py --model DIR --out OUT --method gptq --group-size 64 --asym \\
+        --gptq --calib-text tinystories_sample.txt           # the GPTQ algorithm (gptq_search.py)
 
 Every linear layer of the decoder layers (q/k/v/o, gate/up/down) is quantized per group of
 `group_size` consecutive inputs (GPTQ -1: the whole row) and per output; embeddings, norms and
@@ -155,9 +157,20 @@ def quantize_linear(w: np.ndarray, args) -> dict:
     if args.desc_act:
         order = np.argsort(-(w.astype(np.float64) ** 2).sum(axis=0), kind="stable")
     groups = [order[s:s + g] for s in range(0, in_f, g)]
-    v1 = args.checkpoint_format == "gptq"
     codes, zeros, scales = quantize_groups(w, groups, args.bits, sym=not args.asym,
-                                           min_zero=1 if v1 and args.asym else 0)
+                                           min_zero=gptq_min_zero(args))
+    return gptq_tensors(codes, zeros, scales, groups, args)
+
+
+def gptq_min_zero(args) -> int:
+    """GPTQ v1 files store z - 1, so they cannot hold an asymmetric z of 0."""
+    return 1 if args.checkpoint_format == "gptq" and args.asym else 0
+
+
+def gptq_tensors(codes, zeros, scales, groups, args) -> dict:
+    """Codes [out, in], zeros / scales [groups, out], groups' input indices -> GPTQ tensors."""
+    in_f = codes.shape[1]
+    v1 = args.checkpoint_format == "gptq"
     g_idx = np.zeros(in_f, dtype=np.int32)
     for gi, cols in enumerate(groups):
         g_idx[cols] = gi
@@ -192,6 +205,9 @@ def parse_args(argv=None):
     p.add_argument("--awq-search", action="store_true",
                    help="AWQ: search activation-aware scales and clips on --calib-text first "
                         "(tools/awq_search.py) instead of plain round-to-nearest")
+    p.add_argument("--gptq", action="store_true",
+                   help="GPTQ: the GPTQ algorithm (Hessian-based error compensation, "
+                        "tools/gptq_search.py) on --calib-text instead of round-to-nearest")
     p.add_argument("--calib-text", help="calibration text; documents split on <|endoftext|>")
     p.add_argument("--calib-docs", type=int, default=64,
                    help="calibration documents: the last N whole ones of the file")
@@ -210,12 +226,14 @@ def parse_args(argv=None):
         p.error("AWQ needs a positive group size")
     if args.awq_search and (args.method != "awq" or not args.calib_text):
         p.error("--awq-search needs --method awq and --calib-text")
+    if args.gptq and (args.method != "gptq" or not args.calib_text):
+        p.error("--gptq needs --method gptq and --calib-text")
     return args
 
 
 def calibration_ids(args, config) -> list:
     """Token ids (BOS first) of the last --calib-docs whole documents of --calib-text."""
-    import sentencepiece  # python3-sentencepiece; only the AWQ search needs it
+    import sentencepiece  # python3-sentencepiece; only the AWQ / GPTQ searches need it
     sp = sentencepiece.SentencePieceProcessor(
         model_file=os.path.join(args.model, "tokenizer.model"))
     with open(args.calib_text, encoding="utf-8") as f:
@@ -236,6 +254,14 @@ def main(argv=None) -> int:
         searched = awq_search.awq(floats, config, calibration_ids(args, config),
                                   args.group_size, quantize_groups)
         src.update({n: ("F32", a.astype(np.float32)) for n, a in searched.items()})
+    gptq_results = {}
+    if args.gptq:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import gptq_search
+        floats = {n: a.astype(np.float64) for n, (d, a) in src.items() if d != "I32"}
+        gptq_results = gptq_search.gptq(floats, config, calibration_ids(args, config),
+                                        args.group_size, args.bits, not args.asym,
+                                        gptq_min_zero(args), args.desc_act)
     tensors = {}
     for name, (dtype, arr) in src.items():
         module = name[:-len(".weight")] if name.endswith(".weight") else None
@@ -249,7 +275,9 @@ def main(argv=None) -> int:
         g = w.shape[1] if args.group_size == -1 else args.group_size
         if w.shape[1] % g != 0 and not (args.method == "gptq"):
             sys.exit(f"{name}: {w.shape[1]} inputs are not a multiple of group size {g}")
-        for suffix, t in quantize_linear(w, args).items():
+        parts = (gptq_tensors(*gptq_results[name], args) if name in gptq_results
+                 else quantize_linear(w, args))
+        for suffix, t in parts.items():
             tensors[f"{module}.{suffix}"] = t
         print(f"quantized {name} {list(w.shape)}", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)

@@ -26,6 +26,8 @@ enum class DType : uint8_t {
   kQ6_K,    // 256: 4-bit low, 2-bit high, 16 x int8 scales, fp16 d               (210 bytes)
   kIQ4_NL,  // 32: fp16 d, 16 B nibbles indexing a fixed 16-value int8 table      (18 bytes)
   kIQ4_XS,  // 256: fp16 d, 8 x 6-bit scales, nibbles into the IQ4_NL table      (136 bytes)
+  // pagellm's own: the layout AWQ / GPTQ 4-bit checkpoints are repacked into (never in a file).
+  kQ4_Z,  // 32: fp16 d, uint8 zero point z, 16 B nibbles; x = d * (q - z)         (19 bytes)
 };
 
 // Storage geometry of a type: a row is a sequence of blocks of block_elems elements stored in
@@ -55,10 +57,11 @@ inline constexpr DTypeGeometry kDTypeGeometry[] = {
     {"Q6_K", 256, 210},    // kQ6_K
     {"IQ4_NL", 32, 18},    // kIQ4_NL
     {"IQ4_XS", 256, 136},  // kIQ4_XS
+    {"Q4_Z", 32, 19},      // kQ4_Z
 };
 inline constexpr int kNumDTypes =
     static_cast<int>(sizeof(kDTypeGeometry) / sizeof(kDTypeGeometry[0]));
-static_assert(static_cast<int>(DType::kIQ4_XS) + 1 == kNumDTypes, "one geometry row per DType");
+static_assert(static_cast<int>(DType::kQ4_Z) + 1 == kNumDTypes, "one geometry row per DType");
 
 constexpr const DTypeGeometry& GetDTypeGeometry(DType t) {
   return kDTypeGeometry[static_cast<int>(t)];
@@ -75,7 +78,7 @@ constexpr int64_t DTypeBlockBytes(DType t) {
 constexpr int64_t DTypeRowBytes(DType t, int64_t n) {
   return n / DTypeBlockElems(t) * DTypeBlockBytes(t);
 }
-// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32", "Q4_1", ..., "IQ4_XS"
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32", "Q4_1", ..., "IQ4_XS", "Q4_Z"
 constexpr std::string_view DTypeName(DType t) {
   return GetDTypeGeometry(t).name;
 }
@@ -91,5 +94,16 @@ struct BlockQ4_0 {
   uint8_t qs[16];  // element i (i<16) in low nibble of qs[i], element i+16 in high nibble
 };
 static_assert(sizeof(BlockQ4_0) == 18);
+
+// 4-bit codes with a zero point per block: the exact repack of AWQ / GPTQ int4 checkpoints (one
+// scale and zero point per group of inputs, a group being whole blocks). z is unsigned and may
+// exceed 15 (GPTQ's v1 convention stores z - 1, so z = 16 occurs). Packed (19 bytes, blocks
+// back to back at any alignment): read and write whole blocks with memcpy.
+struct __attribute__((packed)) BlockQ4_Z {
+  uint16_t d;      // fp16 scale
+  uint8_t z;       // zero point
+  uint8_t qs[16];  // as Q4_0: element i (i<16) low nibble of qs[i], element i+16 high nibble
+};
+static_assert(sizeof(BlockQ4_Z) == 19);
 
 }  // namespace pagellm

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "base/half.h"
-#include "kernels/quant_blocks.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -73,8 +72,8 @@ struct GptqSource {
   uint16_t Scale(int g, int64_t o) const { return LoadHalf(scales, g * out + o); }
 };
 
-// rows x cols matrix in `dtype` (Q5_0 codes q - z + 16, Q8_0 codes q - z, or F32 values), input
-// j of the stored rows being file input perm[j] (perm null: j). Blocks of 32 stored inputs
+// rows x cols matrix in `dtype` (Q4_Z codes q and zero points z, Q8_0 codes q - z, or F32 values),
+// input j of the stored rows being file input perm[j] (perm null: j). Blocks of 32 stored inputs
 // belong to one group (checked by the caller for the block formats). Walks 32 file inputs at a
 // time over all outputs, so the file rows being read stay in cache; the blocks [b0, b1) of
 // every row, written to out (row_bytes per row).
@@ -98,18 +97,14 @@ void RepackBlocks(const Source& src, DType dtype, const int32_t* perm, int64_t r
       const int g = src.Group(k[0]);
       const int z = src.Zero(g, o);
       const uint16_t d = src.Scale(g, o);
-      if (dtype == DType::kQ5_0) {
-        BlockQ5_0 blk;
+      if (dtype == DType::kQ4_Z) {
+        BlockQ4_Z blk{};
         blk.d = d;
-        uint32_t qh = 0;
-        std::memset(blk.qs, 0, sizeof(blk.qs));
+        blk.z = static_cast<uint8_t>(z);  // [0, 16]
         for (int i = 0; i < 32; ++i) {
-          const int code = src.Code(k[i], o) - z + 16;  // [0, 31]
-          blk.qs[i % 16] |= static_cast<uint8_t>((code & 15) << (i < 16 ? 0 : 4));
-          qh |= static_cast<uint32_t>(code >> 4) << i;
+          blk.qs[i % 16] |= static_cast<uint8_t>(src.Code(k[i], o) << (i < 16 ? 0 : 4));
         }
-        std::memcpy(blk.qh, &qh, 4);
-        std::memcpy(row + b * sizeof(BlockQ5_0), &blk, sizeof(blk));
+        std::memcpy(row + b * sizeof(BlockQ4_Z), &blk, sizeof(blk));
       } else {
         CHECK(dtype == DType::kQ8_0);
         BlockQ8_0 blk;
@@ -180,7 +175,7 @@ StatusOr<WeightMatrix> BindAwq(const WeightFormat& f, std::span<const WeightTens
   RETURN_IF_ERROR(CheckPart("qzeros", parts[1], DType::kI32, cols / g, rows / 8));
   RETURN_IF_ERROR(CheckPart("scales", parts[2], DType::kF16, cols / g, rows));
   const AwqSource src{parts[0].data, parts[1].data, parts[2].data, rows, g};
-  WeightMatrix m = Repack(src, DType::kQ5_0, nullptr, rows, cols, store);
+  WeightMatrix m = Repack(src, DType::kQ4_Z, nullptr, rows, cols, store);
   KeepParts(parts, &m);
   return m;
 }
@@ -232,7 +227,7 @@ StatusOr<WeightMatrix> BindGptq(const WeightFormat& f, std::span<const WeightTen
     const int64_t k = act_order ? perm[j] : j, k0 = act_order ? perm[j / 32 * 32] : j / 32 * 32;
     blocks_in_one_group = g_idx[k] == g_idx[k0];
   }
-  DType dtype = bits == 4 ? DType::kQ5_0 : DType::kQ8_0;
+  DType dtype = bits == 4 ? DType::kQ4_Z : DType::kQ8_0;
   if (!blocks_in_one_group || (bits == 8 && !CodesFitInt8(src, rows, cols))) dtype = DType::kF32;
   const bool permute = act_order && dtype != DType::kF32;
   WeightMatrix m = Repack(src, dtype, permute ? perm.data() : nullptr, rows, cols, store);
@@ -263,7 +258,7 @@ std::string CheckHfQuantParams(HfQuantMethod method, int bits, int64_t group_siz
 WeightFormat MakeHfQuantFormat(HfQuantMethod method, int bits, int64_t group_size,
                                int zero_offset) {
   CHECK(CheckHfQuantParams(method, bits, group_size).empty());
-  WeightFormat f = GetWeightFormat(bits == 4 ? DType::kQ5_0 : DType::kQ8_0);
+  WeightFormat f = GetWeightFormat(bits == 4 ? DType::kQ4_Z : DType::kQ8_0);
   f.ggml_type = -1;
   f.safetensors_dtype = {};
   f.quantize = nullptr;

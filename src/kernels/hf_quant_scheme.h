@@ -18,8 +18,8 @@
 //                  and 0 for "gptq_v2".
 //
 // Repacked layouts, exact (every W[o][k] dequantizes to s * (q - z) in float32, bit for bit):
-//   4 bits -> Q5_0: one block per 32 inputs, d = s, code = q - z + 16 (q - z lies in [-16, 15]
-//             under every zero convention above).
+//   4 bits -> Q4_Z: one block per 32 inputs, d = s, the zero point z (offset included: [0, 16])
+//             and the codes q as stored.
 //   8 bits -> Q8_0: d = s, code = q - z, when every q - z of the matrix lies in [-128, 127]
 //             (symmetric checkpoints: z = 128); otherwise F32 values s * (q - z).
 //   GPTQ act-order (g_idx other than k / g): the inputs are sorted by group (stable) and the

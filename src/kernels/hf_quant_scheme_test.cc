@@ -141,7 +141,7 @@ StatusOr<WeightMatrix> Bind(const Checkpoint& c, int64_t group, WeightStore* sto
   return f.bind(f, parts, c.rows, c.cols, store);
 }
 
-TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ5_0) {
+TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ4_Z) {
   std::mt19937 rng(3);
   for (int64_t group : {32, 64, 128}) {
     const Checkpoint c =
@@ -149,7 +149,7 @@ TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ5_0) {
     WeightStore store;
     StatusOr<WeightMatrix> m = Bind(c, group, &store);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    EXPECT_EQ(m->dtype, DType::kQ5_0);
+    EXPECT_EQ(m->dtype, DType::kQ4_Z);
     EXPECT_EQ(m->input_perm, nullptr);
     EXPECT_EQ(m->num_parts, 3);
     ExpectDefinition(*m, c);
@@ -174,7 +174,7 @@ TEST(HfQuantSchemeTest, GptqRepacksExactlyUnderBothZeroConventions) {
       WeightStore store;
       StatusOr<WeightMatrix> m = Bind(c, group, &store, /*with_g_idx=*/group != 128);
       ASSERT_TRUE(m.ok()) << m.status().message();
-      EXPECT_EQ(m->dtype, DType::kQ5_0);
+      EXPECT_EQ(m->dtype, DType::kQ4_Z);
       EXPECT_EQ(m->input_perm, nullptr);
       ExpectDefinition(*m, c);
     }

@@ -6,7 +6,7 @@
 // which other rows/tokens share the tile, or on the thread that runs it. Tiles differ only in
 // how many independent accumulators they keep in registers.
 //
-// Quantized weights (Q8_0, Q4_0) multiply activations quantized per token into Q8 blocks
+// Quantized weights (Q8_0, Q4_0, Q4_Z) multiply activations quantized per token into Q8 blocks
 // (QuantActs below). Each output is computed as
 //   acc = 0; for each block b in order: acc = fma(float(isum_b), d_w,b * d_x,b, acc)
 // where isum_b is the exact int32 dot product of the block's 32 quantized values. Only the
@@ -44,7 +44,7 @@ inline void WithTileSize(int64_t n, Fn&& fn) {
 //   qs   int8[np * 64]   q = roundf(x / d) of block b at [32b, 32b + 32), |q| <= 127; a missing
 //                        odd last block is zero, so 64-byte loads of a block pair stay inside.
 //   dx   float[2 * np]   block scale d = amax / 127 (fp32), entries >= nb are 0
-//   bias int32[2 * np]   -c * sum(q of block b), c = 8 (Q4_0) or 128 (Q8_0)
+//   bias int32[2 * np]   -c * sum(q of block b), c = 8 (Q4_0), 128 (Q8_0) or 1 (Q4_Z)
 // with np = ceil(nb / 2). The bias turns the unsigned-by-signed byte dot product (vpdpbusd)
 // with an unsigned weight code u = w + c into the signed one:
 //   Q4_0: u = nibble (w = nibble - 8);  Q8_0: u = w xor 0x80 (= w + 128 as uint8)
@@ -106,7 +106,12 @@ inline constexpr int kAvx512FloatRowTile = 4, kAvx512FloatTokenTile = 12;
 inline constexpr int kAvx512QuantRowTile = 16, kAvx512QuantTokenTile = 8;
 
 // The block kernels are instantiated for the weight types of their family: the float ones for
-// F32, F16 and BF16, the quantized ones for Q8_0 and Q4_0 (weight_format.cc names them).
+// F32, F16 and BF16, the quantized ones for Q8_0, Q4_0 and (scalar, AVX2) Q4_Z, whose AVX-512
+// kernel is MatMulQ4ZBlock (weight_format.cc names them).
+//
+// Q4_Z (x = d * (u - z), u the nibble, z the block's zero point; act_code_offset 1, so the
+// activation bias field is -sum(q)): isum_b = sum u * q + z * bias_b = sum (u - z) * q, exact,
+// then the fp32 step above.
 namespace scalar {
 template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
@@ -130,6 +135,9 @@ void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void PrepareQuantActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
+// Q4_Z weights (matmul_q4z_avx512.cc): streams the packed copy (w->packed,
+// packed_weights.h) when there is one, else packs each 16-row group on the fly. Needs VNNI.
+void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 // F16 weights with a lane-layout copy (w->packed, packed_weights.h), 1..4 tokens; r0 is a
 // multiple of 16. Same results as MatMulFloatBlock on the row-major weights.
 void DecodeF16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);

@@ -1,12 +1,13 @@
-// AVX2 MatMul for Q8_0 / Q4_0 weights against Q8-quantized activations, and the AVX2 activation
-// quantizer (layout in matmul_internal.h). The fallback for CPUs without AVX-512 VNNI.
+// AVX2 MatMul for Q8_0 / Q4_0 / Q4_Z weights against Q8-quantized activations, and the AVX2
+// activation quantizer (layout in matmul_internal.h). The fallback for CPUs without AVX-512 VNNI.
 //
 // Groups of 8 rows share one 256-bit register of per-row block sums: each row's block dot
 // product is computed as 8 int32 lanes (vpmaddubsw + vpmaddwd; exact, no int16 saturation:
 // Q4_0 codes are 0..15, and Q8_0 uses maddubs(|w|, sign(q, w)) with |w| <= 128), the 8 rows'
 // lanes are reduced with horizontal adds, and the per-block fp32 step
 //   acc = fma(float(isum), dw * dx, acc)
-// runs with one lane per row -- the reference scheme, so results equal the other levels'.
+// runs with one lane per row -- the reference scheme, so results equal the other levels'. Q4_Z
+// adds z * bias (bias = -sum q) per row lane, z from the same gather as the scale.
 #include "kernels/simd_avx2.h"
 
 #include <algorithm>
@@ -32,7 +33,7 @@ inline float LoadF32(const uint8_t* p) {
 }
 
 // Int32 lane partial sums of one row's block against the block's 32 activation bytes. For Q4_0
-// the weights are the unsigned codes (the caller adds the activation bias).
+// and Q4_Z the weights are the unsigned codes (the caller adds the activation bias term).
 template <DType kType>
 inline __m256i BlockLanes(const uint8_t* row, int64_t blk, __m256i xq) {
   constexpr int64_t bb = DTypeBlockBytes(kType);
@@ -42,7 +43,9 @@ inline __m256i BlockLanes(const uint8_t* row, int64_t blk, __m256i xq) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w)),
                              ones);
   } else {
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + blk * bb + 2));
+    // Nibbles after the fp16 scale (Q4_0) or the scale and the zero point (Q4_Z).
+    constexpr int64_t qoff = kType == DType::kQ4_Z ? 3 : 2;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + blk * bb + qoff));
     const __m128i nib = _mm_set1_epi8(0x0f);
     const __m256i u =
         _mm256_setr_m128i(_mm_and_si128(raw, nib), _mm_and_si128(_mm_srli_epi16(raw, 4), nib));
@@ -74,13 +77,18 @@ void GroupToken(const uint8_t* const (&rows)[kRows], __m256i offsets, const Quan
 #pragma GCC unroll 8
     for (int r = 0; r < kRows; ++r) p[r] = BlockLanes<kType>(rows[r], blk, xq);
     __m256i isum = ReduceRows(p);
+    // Scales: the low 16 bits of the dword at each row's block start (Q4_Z: bits 16..23 are
+    // the zero point).
+    const __m256i head =
+        _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + blk * bb), offsets, 1);
+    const __m256i bias = _mm256_set1_epi32(LoadI32(act + l.bias_offset + 4 * blk));
     if constexpr (kType == DType::kQ4_0) {
-      isum = _mm256_add_epi32(isum, _mm256_set1_epi32(LoadI32(act + l.bias_offset + 4 * blk)));
+      isum = _mm256_add_epi32(isum, bias);
+    } else if constexpr (kType == DType::kQ4_Z) {
+      const __m256i z = _mm256_and_si256(_mm256_srli_epi32(head, 16), _mm256_set1_epi32(0xff));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(z, bias));
     }
-    // Scales: the low 16 bits of the dword at each row's block start.
-    const __m256i d32 = _mm256_and_si256(
-        _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + blk * bb), offsets, 1),
-        _mm256_set1_epi32(0xffff));
+    const __m256i d32 = _mm256_and_si256(head, _mm256_set1_epi32(0xffff));
     const __m256i d16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(d32, d32), 0x08);
     const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
     const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(LoadF32(act + l.dx_offset + 4 * blk)));
@@ -150,6 +158,7 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 }
 template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_Z>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
 void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
   const QuantActsLayout l = GetQuantActsLayout(cols);

@@ -382,15 +382,6 @@ void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const Quant
   StoreRows<T>(acc, valid, y, ys);
 }
 
-// s + dpbusd(u, broadcast(the int32 at p)) with the broadcast as the instruction's memory
-// operand ({1to16}): GCC emits a separate vpbroadcastd for the intrinsic form, one more uop
-// per dot product in the batch-1 Q4_0 loop. With the single code load in AccumulateQ4Block:
-// the L2-resident Q4_0 GEMV (kernels_bench gemv/Q4_0/512x2048/t1/hot) 72-75 -> 79-81 GB/s.
-inline __m512i DpbusdBroadcast(__m512i s, __m512i u, const uint8_t* p) {
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(u), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return s;
-}
-
 // Decode over a packed Q4_0 group, T tokens. Per block the 4 code registers q[k] are split
 // into lo_k = q & 0x0f (elements 4k..4k+3) and hi_k = q & 0xf0 (= 16 x elements 16+4k..19+4k,
 // no shift needed), so there is no dependency through a shift and the 8 vpdpbusd of a token

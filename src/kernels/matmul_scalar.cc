@@ -44,6 +44,14 @@ int32_t BlockDot(const uint8_t* row, int64_t blk, const int8_t* q, float* dw) {
     std::memcpy(&b, row + blk * sizeof(BlockQ8_0), sizeof(b));
     for (int e = 0; e < 32; ++e) s += b.qs[e] * q[e];
     *dw = F16ToF32(b.d);
+  } else if constexpr (kType == DType::kQ4_Z) {
+    BlockQ4_Z b;
+    std::memcpy(&b, row + blk * sizeof(BlockQ4_Z), sizeof(b));
+    for (int e = 0; e < 16; ++e) {
+      s += ((b.qs[e] & 15) - b.z) * q[e];
+      s += ((b.qs[e] >> 4) - b.z) * q[e + 16];
+    }
+    *dw = F16ToF32(b.d);
   } else {
     BlockQ4_0 b;
     std::memcpy(&b, row + blk * sizeof(BlockQ4_0), sizeof(b));
@@ -113,6 +121,7 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 
 template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_Z>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
 }  // namespace scalar
 }  // namespace pagellm::kernels_internal

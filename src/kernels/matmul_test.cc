@@ -22,10 +22,12 @@ using testing_util::OwnedWeights;
 using testing_util::RandomVector;
 using testing_util::RandomWeights;
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
+                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_Z};
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_Z};
 
 bool IsQuant(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_Z;
 }
 
 std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n) {
@@ -33,7 +35,8 @@ std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n
          std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n);
 }
 
-// Signed quantized weight values and scales of one row (Q8_0 / Q4_0).
+// Signed quantized weight values and scales of one row (Q8_0 / Q4_0 / Q4_Z), from the formats'
+// definitions: d * q, d * (u - 8), d * (u - z).
 void DecodeQuantRow(const WeightMatrix& w, int64_t r, std::vector<int>* q, std::vector<float>* d) {
   const int64_t nb = w.cols / 32;
   q->assign(w.cols, 0);
@@ -43,6 +46,14 @@ void DecodeQuantRow(const WeightMatrix& w, int64_t r, std::vector<int>* q, std::
       const auto& blk = reinterpret_cast<const BlockQ8_0*>(w.row(r))[b];
       (*d)[b] = F16ToF32(blk.d);
       for (int i = 0; i < 32; ++i) (*q)[32 * b + i] = blk.qs[i];
+    } else if (w.dtype == DType::kQ4_Z) {
+      BlockQ4_Z blk;
+      std::memcpy(&blk, w.row(r) + b * sizeof(BlockQ4_Z), sizeof(blk));
+      (*d)[b] = F16ToF32(blk.d);
+      for (int i = 0; i < 16; ++i) {
+        (*q)[32 * b + i] = (blk.qs[i] & 15) - blk.z;
+        (*q)[32 * b + i + 16] = (blk.qs[i] >> 4) - blk.z;
+      }
     } else {
       const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
       (*d)[b] = F16ToF32(blk.d);
@@ -176,7 +187,7 @@ TEST(MatMulTest, MatchesSchemeReferenceAtEveryLevel) {
 // |err| <= sum_b d_x,b / 2 * sum_i |w_bi| (with 2% slack) + fp32 accumulation.
 TEST(MatMulTest, QuantizedCloseToDequantizedFloat64) {
   std::mt19937 rng(2);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+  for (DType t : kQuantTypes) {
     const int64_t rows = 37, cols = 1024, n = 5;
     OwnedWeights ow = RandomWeights(rng, t, rows, cols);
     const std::vector<float> wf = Dequantized(ow.w);
@@ -210,8 +221,8 @@ TEST(MatMulTest, QuantizedCloseToDequantizedFloat64) {
 // reproduce the integer dot products exactly: y == the float64 reference, bit for bit.
 TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
   std::mt19937 rng(3);
-  std::uniform_int_distribution<int> small(-5, 5), nib(0, 15), q8(-128, 127);
-  for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+  std::uniform_int_distribution<int> small(-5, 5), nib(0, 15), q8(-128, 127), zero(0, 16);
+  for (DType t : kQuantTypes) {
     for (int64_t cols : {32, 64, 96, 2048}) {
       const int64_t rows = 9, n = 6, nb = cols / 32;
       OwnedWeights ow;
@@ -226,6 +237,14 @@ TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
             auto* blk = reinterpret_cast<BlockQ8_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
             blk->d = F32ToF16(0.125f);
             for (int i = 0; i < 32; ++i) blk->qs[i] = static_cast<int8_t>(q8(rng) / 16);
+          } else if (t == DType::kQ4_Z) {
+            // Zero points over [0, 16]: GPTQ's v1 convention makes 16.
+            BlockQ4_Z blk;
+            blk.d = F32ToF16(0.25f);
+            blk.z = static_cast<uint8_t>(zero(rng));
+            for (int i = 0; i < 16; ++i) blk.qs[i] = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+            std::memcpy(ow.bytes.data() + r * ow.w.row_bytes() + b * sizeof(blk), &blk,
+                        sizeof(blk));
           } else {
             auto* blk = reinterpret_cast<BlockQ4_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
             blk->d = F32ToF16(0.25f);
@@ -328,6 +347,7 @@ void ExpectPackedMatches(std::mt19937& rng, SimdLevel ref_level, const WeightMat
 // of the same bytes on huge pages (unchanged with PAGELLM_HUGE_PAGES=0).
 TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
   if (!MatMulUsesPackedWeights(DType::kQ8_0)) GTEST_SKIP() << "no packed kernels on this CPU";
+  ASSERT_TRUE(MatMulUsesPackedWeights(DType::kQ4_Z));
   std::mt19937 rng(9);
   ThreadPool pool(2);
   struct Shape {
@@ -337,7 +357,7 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
                           {130, 544}, {64, 2048}, {200, 32}};
   const int64_t token_counts[] = {1, 2, 3, 4, 5, 8, 13, 37};
   for (const Shape& s : shapes) {
-    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType t : kQuantTypes) {
       OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
       PackedWeights packed;
       packed.Add(ow.w);
@@ -455,7 +475,7 @@ TEST(MatMulTest, PreparedActivationsIdenticalAcrossLevels) {
     // Exact rounding ties: a block with amax 127 has d = 1, so k + 0.5 must round away from 0.
     for (int i = 0; i < 32; ++i) x[i] = i == 0 ? 127.0f : (i % 2 ? 1.0f : -1.0f) * (i + 0.5f);
     const int64_t bytes = ki::QuantActsBytes(cols);
-    for (DType t : {DType::kQ8_0, DType::kQ4_0}) {
+    for (DType t : kQuantTypes) {
       const int32_t c = GetWeightFormat(t).act_code_offset;
       std::vector<uint8_t> ref(bytes, 0xAB);
       ki::scalar::PrepareQuantActs(c, x.data(), cols, ref.data());

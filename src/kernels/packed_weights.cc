@@ -87,6 +87,31 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
   ForRanges(pool, l.groups, 16, pack_groups);
 }
 
+void PackQ4ZGroup(const WeightMatrix& w, int64_t r0, uint8_t* out) {
+  CHECK(w.dtype == DType::kQ4_Z) << DTypeName(w.dtype);
+  const Q4ZPackedLayout l = GetQ4ZPackedLayout(w.rows, w.cols);
+  std::memset(out, 0, static_cast<size_t>(l.group_bytes));
+  for (int lane = 0; lane < 16 && r0 + lane < w.rows; ++lane) {
+    const uint8_t* row = w.row(r0 + lane);
+    for (int64_t b = 0; b < l.nb; ++b) {
+      BlockQ4_Z blk;
+      std::memcpy(&blk, row + b * sizeof(BlockQ4_Z), sizeof(blk));
+      const uint16_t d = blk.d;
+      std::memcpy(out + l.ScaleOffset(b) + 2 * lane, &d, 2);
+      out[l.ZeroOffset(b) + lane] = blk.z;
+      uint8_t* codes = out + l.CodeOffset(b) + 4 * lane;
+      for (int j = 0; j < 4; ++j) std::memcpy(codes + 64 * j, blk.qs + 4 * j, 4);
+    }
+  }
+}
+
+void PackQ4ZWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
+  const Q4ZPackedLayout l = GetQ4ZPackedLayout(w.rows, w.cols);
+  ForRanges(pool, l.groups, 16, [&](int64_t g0, int64_t g1) {
+    for (int64_t gi = g0; gi < g1; ++gi) PackQ4ZGroup(w, 16 * gi, out + gi * l.group_bytes);
+  });
+}
+
 void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
   if (w.data == nullptr || w.rows == 0) return;
   if (map_.count(w.data) != 0) return;  // tied matrices share one copy

@@ -1,5 +1,5 @@
-// Weights re-laid out once, at load time, for the AVX-512 VNNI Q8_0 / Q4_0 kernels and the
-// AVX-512 F16 kernels.
+// Weights re-laid out once, at load time, for the AVX-512 VNNI Q8_0 / Q4_0 / Q4_Z kernels and
+// the AVX-512 F16 kernels.
 //
 // The row-major GGUF layout keeps each row's blocks together, but the kernels compute 16 rows
 // at a time, one int32 lane per row, which needs every 32-block of a 16-row group transposed
@@ -18,6 +18,14 @@
 // second region), which the hardware prefetcher follows. Rows past the matrix end and the
 // second block of a last, odd pair are zero. The packed copy has the size of the original up
 // to the padding of the last group and pair.
+//
+// Q4_Z (Q4ZPackedLayout): the same transpose, with a zero point per row and block. Groups of 16
+// rows, group g at packed + g * group_bytes, made of ceil(nb / 4) quads of blocks, each quad 1216
+// bytes (19 whole cache lines, so every load stays aligned):
+//   codes  [4][256]: block i's 4 x 64 bytes q[k], as Q4_0's above
+//   scales [4][16] fp16: row 16g + r's block scale d
+//   zeros  [4][16] uint8: row 16g + r's block zero point z
+// Rows past the matrix end and blocks past nb are zero.
 //
 // F16 (F16LaneLayout): the float kernels sum k = j (mod 16) in lane j of a register per row
 // (matmul_avx512.cc); with 16 rows in the lanes instead, each residue's chain runs for 16 rows
@@ -69,6 +77,33 @@ inline QuantPackedLayout GetQuantPackedLayout(DType dtype, int64_t rows, int64_t
   return l;
 }
 
+struct Q4ZPackedLayout {
+  static constexpr int64_t kCodeBytes = 256;   // one block of a group: 16 rows x 16 bytes
+  static constexpr int64_t kQuadBytes = 1216;  // 4 x codes, 4 x 16 fp16 scales, 4 x 16 zeros
+  static constexpr int64_t kScalesAt = 1024;   // scales' offset in a quad
+  static constexpr int64_t kZerosAt = 1024 + 128;
+  int64_t nb = 0;           // blocks of 32 per row
+  int64_t group_bytes = 0;  // ceil(nb / 4) quads
+  int64_t groups = 0;
+  static int64_t CodeOffset(int64_t blk) {
+    return (blk >> 2) * kQuadBytes + (blk & 3) * kCodeBytes;
+  }
+  static int64_t ScaleOffset(int64_t blk) {
+    return (blk >> 2) * kQuadBytes + kScalesAt + (blk & 3) * 32;
+  }
+  static int64_t ZeroOffset(int64_t blk) {
+    return (blk >> 2) * kQuadBytes + kZerosAt + (blk & 3) * 16;
+  }
+};
+
+inline Q4ZPackedLayout GetQ4ZPackedLayout(int64_t rows, int64_t cols) {
+  Q4ZPackedLayout l;
+  l.nb = cols / 32;
+  l.group_bytes = (l.nb + 3) / 4 * Q4ZPackedLayout::kQuadBytes;
+  l.groups = (rows + 15) / 16;
+  return l;
+}
+
 // Bytes of one 16-k step of an F16 lane group: 16 residues x 16 rows' fp16 weights.
 constexpr int64_t kF16LaneStepBytes = 16 * 16 * 2;
 
@@ -96,6 +131,13 @@ bool MatMulUsesPackedWeights(DType dtype);
 // Writes w's packed copy (GetQuantPackedLayout(...).groups * group_bytes bytes) to out; pool
 // (may be null) packs groups in parallel.
 void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
+
+// Q4_Z: writes w's packed copy (GetQ4ZPackedLayout(...).groups * group_bytes bytes) to out;
+// pool (may be null) packs groups in parallel.
+void PackQ4ZWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
+// Q4_Z rows [r0, min(r0 + 16, w.rows)) of w as one packed group (group_bytes at out), for the
+// kernels run on a matrix without a packed copy.
+void PackQ4ZGroup(const WeightMatrix& w, int64_t r0, uint8_t* out);
 
 // Owns load-time copies of a model's matrices, all on huge pages (base/huge_page_buffer.h).
 // Add() every matrix once (at load); then Get(w) returns w with `packed` set (a packed copy),

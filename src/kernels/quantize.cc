@@ -68,6 +68,47 @@ void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n) {
   }
 }
 
+void QuantizeRowQ4_Z(const float* x, uint8_t* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    // The range includes 0 (as GPTQ's quantizer), so z lies in [0, 15] and every x is within
+    // half a step of a code.
+    float mn = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+      mn = std::min(mn, xb[i]);
+      mx = std::max(mx, xb[i]);
+    }
+    BlockQ4_Z blk{};
+    blk.d = F32ToF16((mx - mn) / 15.0f);
+    const float d = F16ToF32(blk.d);
+    if (d != 0.0f) {
+      // Clamped in float first: x / d may exceed int's range when the block's spread is tiny.
+      const int z = static_cast<int>(std::clamp(std::roundf(-mn / d), 0.0f, 15.0f));
+      blk.z = static_cast<uint8_t>(z);
+      for (int i = 0; i < 32; ++i) {
+        const float v = std::clamp(std::roundf(xb[i] / d), -16.0f, 16.0f);
+        const int q = std::clamp(static_cast<int>(v) + z, 0, 15);
+        blk.qs[i % 16] |= static_cast<uint8_t>(q << (i < 16 ? 0 : 4));
+      }
+    }
+    std::memcpy(y + b * sizeof(BlockQ4_Z), &blk, sizeof(blk));
+  }
+}
+
+void DequantizeRowQ4_Z(const uint8_t* x, float* y, int64_t n) {
+  CHECK_EQ(n % 32, 0);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    BlockQ4_Z blk;
+    std::memcpy(&blk, x + b * sizeof(BlockQ4_Z), sizeof(blk));
+    const float d = F16ToF32(blk.d);
+    for (int i = 0; i < 16; ++i) {
+      y[32 * b + i] = d * static_cast<float>((blk.qs[i] & 15) - blk.z);
+      y[32 * b + i + 16] = d * static_cast<float>((blk.qs[i] >> 4) - blk.z);
+    }
+  }
+}
+
 void QuantizeRow(DType t, const float* x, uint8_t* dst, int64_t n) {
   const WeightFormat& f = GetWeightFormat(t);
   CHECK(f.quantize != nullptr) << "cannot quantize to " << f.name;

@@ -17,6 +17,12 @@ void QuantizeRowQ4_0(const float* x, BlockQ4_0* y, int64_t n);
 // n % 32 == 0; x = d * q (Q8_0), x = d * (q - 8) (Q4_0), exact in fp32.
 void DequantizeRowQ8_0(const BlockQ8_0* x, float* y, int64_t n);
 void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
+// Q4_Z (n % 32 == 0): x = d * (q - z), exact in fp32. Its quantizer (asymmetric round to
+// nearest per block over [min(x, 0), max(x, 0)]: d = (max - min) / 15 as fp16,
+// z = roundf(-min / d), q = clamp(roundf(x / d) + z, 0, 15)) makes test weights; the model's Q4_Z
+// matrices come from AWQ / GPTQ checkpoints (kernels/hf_quant_scheme.h).
+void QuantizeRowQ4_Z(const float* x, uint8_t* y, int64_t n);
+void DequantizeRowQ4_Z(const uint8_t* x, float* y, int64_t n);
 // Reference dequantizers of the GGUF-only types (dequantize_blocks.cc): n elements of a row of
 // whole blocks (32 for Q4_1 / Q5_0 / Q5_1 / IQ4_NL, 256 for the K-quants and IQ4_XS), values
 // bitwise equal to ggml's.

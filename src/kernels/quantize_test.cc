@@ -110,6 +110,53 @@ TEST(QuantizeTest, RoundTripErrorBounds) {
   }
 }
 
+// Q4_Z from its definition: x = d * (q - z) exactly for zero points over [0, 16]; the
+// asymmetric quantizer keeps each element within half a step d of its input, and a block of
+// constant sign uses z = 0 (all >= 0) or z = 15 (all <= 0).
+TEST(QuantizeTest, Q4_ZDefinitionAndRoundTrip) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> nib(0, 15), zero(0, 16);
+  std::vector<BlockQ4_Z> blocks(8);
+  for (BlockQ4_Z& b : blocks) {
+    b.d = F32ToF16(std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng));
+    b.z = static_cast<uint8_t>(zero(rng));
+    for (uint8_t& q : b.qs) q = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+  }
+  std::vector<float> y(256);
+  DequantizeRow(DType::kQ4_Z, reinterpret_cast<const uint8_t*>(blocks.data()), y.data(), 256);
+  for (int b = 0; b < 8; ++b) {
+    BlockQ4_Z blk = blocks[b];
+    for (int i = 0; i < 32; ++i) {
+      const int q = i < 16 ? blk.qs[i] & 15 : blk.qs[i - 16] >> 4;
+      ASSERT_EQ(y[32 * b + i], F16ToF32(blk.d) * static_cast<float>(q - blk.z)) << b << " " << i;
+    }
+  }
+
+  const std::vector<float> x = RandomVector(rng, 4096);
+  std::vector<uint8_t> bytes(DTypeRowBytes(DType::kQ4_Z, 4096));
+  std::vector<float> back(4096);
+  QuantizeRow(DType::kQ4_Z, x.data(), bytes.data(), 4096);
+  DequantizeRow(DType::kQ4_Z, bytes.data(), back.data(), 4096);
+  for (int64_t b = 0; b < 128; ++b) {
+    BlockQ4_Z blk;
+    std::memcpy(&blk, bytes.data() + b * sizeof(blk), sizeof(blk));
+    const float d = F16ToF32(blk.d);
+    for (int i = 0; i < 32; ++i) {
+      ASSERT_LE(std::fabs(back[32 * b + i] - x[32 * b + i]), d * 0.51f) << b << " " << i;
+    }
+  }
+  std::vector<float> pos(32), neg(32);
+  for (int i = 0; i < 32; ++i) {
+    pos[i] = 0.5f + i;
+    neg[i] = -pos[i];
+  }
+  BlockQ4_Z bp, bn;
+  QuantizeRowQ4_Z(pos.data(), reinterpret_cast<uint8_t*>(&bp), 32);
+  QuantizeRowQ4_Z(neg.data(), reinterpret_cast<uint8_t*>(&bn), 32);
+  EXPECT_EQ(bp.z, 0);
+  EXPECT_EQ(bn.z, 15);
+}
+
 // The GGUF block types' quantizers on N(0, 1) rows: relative RMS error of the round trip
 // within what the format's code width allows (about step / sqrt(12) for a step of range /
 // levels, with the search's gain), a zero row exact, a constant row within 1%. (Their accuracy

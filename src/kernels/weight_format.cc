@@ -36,6 +36,10 @@ void DequantizeQ4_0(const uint8_t* src, float* dst, int64_t n) {
   DequantizeRowQ4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, n);
 }
 
+void DequantizeQ4_Z(const uint8_t* src, float* dst, int64_t n) {
+  DequantizeRowQ4_Z(src, dst, n);
+}
+
 void QuantizeF32(const float* x, uint8_t* dst, int64_t n) {
   std::memcpy(dst, x, n * sizeof(float));
 }
@@ -59,6 +63,10 @@ int64_t QuantPairsBytes(int64_t rows, int64_t cols) {
   const QuantPackedLayout l = GetQuantPackedLayout(kType, rows, cols);
   return l.groups * l.group_bytes;
 }
+int64_t Q4ZQuadsBytes(int64_t rows, int64_t cols) {
+  const Q4ZPackedLayout l = GetQ4ZPackedLayout(rows, cols);
+  return l.groups * l.group_bytes;
+}
 int64_t F16LanesBytes(int64_t rows, int64_t cols) {
   const F16LaneLayout l = GetF16LaneLayout(rows, cols);
   return l.groups * l.group_bytes;
@@ -74,6 +82,10 @@ template <DType kType>
 constexpr ki::MatMulKernels kInt8DotKernels = {{ki::scalar::MatMulQuantBlock<kType>,
                                                 ki::avx2::MatMulQuantBlock<kType>,
                                                 ki::avx512::MatMulQuantBlock<kType>}};
+
+constexpr ki::MatMulKernels kQ4ZKernels = {{ki::scalar::MatMulQuantBlock<DType::kQ4_Z>,
+                                            ki::avx2::MatMulQuantBlock<DType::kQ4_Z>,
+                                            ki::avx512::MatMulQ4ZBlock}};
 
 template <DType kType>
 constexpr ki::MatMulKernels kDecodeKernels = {{ki::scalar::MatMulDecodeBlock<kType>,
@@ -196,6 +208,21 @@ constexpr WeightFormat kFormats[] = {
     DecodeRow<DType::kQ6_K>(14, DequantizeRowQ6_K, QuantizeRowQ6_K),
     DecodeRow<DType::kIQ4_NL>(20, DequantizeRowIQ4_NL, QuantizeRowIQ4_NL),
     DecodeRow<DType::kIQ4_XS>(23, DequantizeRowIQ4_XS, QuantizeRowIQ4_XS),
+    // The exact repack of AWQ / GPTQ 4-bit checkpoints (hf_quant_scheme.h): Q4_0's integer
+    // kernels with the zero-point term -z * sum(q) per block; no file type of its own.
+    Row(DType::kQ4_Z,
+        [](WeightFormat& f) {
+          f.dequantize = DequantizeQ4_Z;
+          f.quantize = QuantizeRowQ4_Z;
+          f.matmul = MatMulFamily::kInt8Dot;
+          f.act_quant = ActQuant::kQ8Block32;
+          f.act_code_offset = 1;
+          f.kernels = &kQ4ZKernels;
+          f.packed = PackedLayout::kQ4ZQuads;
+          f.packed_bytes = Q4ZQuadsBytes;
+          f.pack = PackQ4ZWeights;
+          f.bind = BindInPlace;
+        }),
 };
 static_assert(sizeof(kFormats) / sizeof(kFormats[0]) == kNumDTypes, "one row per DType");
 

@@ -1,0 +1,295 @@
+// AVX-512 (VNNI) MatMul for Q4_Z weights (4-bit codes u with a zero point z and an fp16 scale d
+// per block: w = d * (u - z), the exact repack of AWQ / GPTQ int4 checkpoints) against
+// Q8-quantized activations (layout in matmul_internal.h, prepared with c = 1: the bias field of
+// activation block b is -sum(q)).
+//
+// As the Q4_0 kernels (matmul_quant_avx512.cc): one 512-bit register holds 16 weight rows, one
+// int32 lane each, and the weights are read in the packed layout (Q4ZPackedLayout,
+// packed_weights.h) made at load. The block sum of the 16 rows for one token is
+//   s = dpwssd(0, zw, broadcast(bias_b))          z * (-sum q): int16 z times int16 bias
+//   s = dpbusd(s, u[j], broadcast(q[4j..4j+3]))   sum u * q
+//   acc = fma(float(s), dw * dx_b, acc)
+// where zw holds each row's z in the low 16 bits of its lane (the high ones are 0, so the high
+// 16 bits of the broadcast bias, its sign extension, add nothing; |bias| <= 32 * 127 fits int16).
+// s is the exact int32 sum of (u - z) * q, so results equal the scalar reference bit for bit.
+//
+// Decode and verification (<= 16 tokens) stream the packed groups with Q4_0's two-chain block
+// kernel plus the zero term; more tokens unpack a group into a per-thread panel that tiles of 8
+// tokens sweep. Matrices without a packed copy (tests, PAGELLM_PACKED_WEIGHTS=0) pack each group
+// into a per-thread buffer first.
+#include "kernels/simd_avx512.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "kernels/matmul_internal.h"
+#include "kernels/packed_weights.h"
+#include "pagellm/check.h"
+
+namespace pagellm::kernels_internal::avx512 {
+namespace {
+
+using L = Q4ZPackedLayout;
+
+constexpr int kRows = kAvx512QuantRowTile;  // 16: rows per group = int32 lanes
+constexpr int kT = kAvx512QuantTokenTile;   // tokens per panel tile
+constexpr int kDirectMaxTokens = 16;        // up to this many tokens stream the packed group
+// Software prefetch distance, as for Q4_0 (matmul_quant_avx512.cc): the lines land in L2; no
+// prefetch past the end of the task's rows.
+constexpr int64_t kPrefetchBytes = 65536;
+
+static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
+
+inline float LoadF32(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
+  if (stop - quad <= kPrefetchBytes) return;
+  const uint8_t* p = quad + kPrefetchBytes;
+#pragma GCC unroll 19
+  for (int64_t i = 0; i < L::kQuadBytes / 64; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + 64 * i), _MM_HINT_T0);
+  }
+}
+
+// Block i (< 4) of a packed quad: the 16 rows' scales and zero points.
+inline __m512 QuadScales(const uint8_t* quad, int i) {
+  return _mm512_cvtph_ps(
+      _mm256_load_si256(reinterpret_cast<const __m256i*>(quad + L::kScalesAt + 32 * i)));
+}
+inline __m512i QuadZeros(const uint8_t* quad, int i) {
+  return _mm512_cvtepu8_epi32(
+      _mm_load_si128(reinterpret_cast<const __m128i*>(quad + L::kZerosAt + 16 * i)));
+}
+
+template <int T>
+inline void ScaleAccumulate(const __m512i (&s)[T], __m512 dw, const uint8_t* act, int64_t as,
+                            const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 scale =
+        _mm512_mul_ps(dw, _mm512_set1_ps(LoadF32(act + t * as + l.dx_offset + 4 * blk)));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), scale, acc[t]);
+  }
+}
+
+// One block of a packed group (codes at `codes`), T tokens. As Q4_0's AccumulateQ4Block: lo_k =
+// q & 0x0f (elements 4k..4k+3), hi_k = q & 0xf0 (16 x elements 16+4k..19+4k), so the 8 dot
+// products form two independent chains and isum = s + (h >> 4) (h a multiple of 16, exact); the
+// zero term starts the s chain.
+template <int T>
+inline void AccumulateZBlock(const uint8_t* codes, __m512 dw, __m512i zw, const uint8_t* act,
+                             int64_t as, const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+  const __m512i lo_mask = _mm512_set1_epi8(0x0f);
+  const __m512i hi_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    __m512i q = _mm512_load_si512(codes + 64 * k);
+    asm("" : "+v"(q));  // one load: GCC would otherwise fold it into both ANDs (8 loads)
+    lo[k] = _mm512_and_si512(q, lo_mask);
+    hi[k] = _mm512_and_si512(q, hi_mask);
+  }
+  __m512i s[T];
+  if constexpr (T <= 2) {
+    __m512i h[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      s[t] = DpwssdBroadcast(_mm512_setzero_si512(), zw, act + t * as + l.bias_offset + 4 * blk);
+      h[t] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const uint8_t* x = act + t * as + 32 * blk;
+        s[t] = DpbusdBroadcast(s[t], lo[k], x + 4 * k);
+        h[t] = DpbusdBroadcast(h[t], hi[k], x + 16 + 4 * k);
+      }
+    }
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) s[t] = _mm512_add_epi32(s[t], _mm512_srai_epi32(h[t], 4));
+  } else {
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) s[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        s[t] = DpbusdBroadcast(s[t], hi[k], act + t * as + 32 * blk + 16 + 4 * k);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      s[t] =
+          DpwssdBroadcast(_mm512_srai_epi32(s[t], 4), zw, act + t * as + l.bias_offset + 4 * blk);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        s[t] = DpbusdBroadcast(s[t], lo[k], act + t * as + 32 * blk + 4 * k);
+      }
+    }
+  }
+  ScaleAccumulate<T>(s, dw, act, as, l, blk, acc);
+}
+
+template <int T>
+inline void StoreRows(const __m512 (&acc)[T], int valid, float* y, int64_t ys) {
+  const __mmask16 m = TailMask16(valid);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, m, acc[t]);
+}
+
+// T tokens over one packed group, quads streamed in order; the stream is linear across the
+// task's groups, so prefetching a fixed distance ahead runs into the next group.
+template <int T>
+void Direct(const uint8_t* group, const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
+            int64_t ys, const uint8_t* stop) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < l.nb; blk += 4) {
+    const uint8_t* quad = group + (blk >> 2) * L::kQuadBytes;
+    PrefetchQuad(quad, stop);
+    const int n = static_cast<int>(std::min<int64_t>(4, l.nb - blk));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {
+      if (i == n) break;
+      AccumulateZBlock<T>(quad + i * L::kCodeBytes, QuadScales(quad, i), QuadZeros(quad, i), act,
+                          l.bytes, l, blk + i, acc);
+    }
+  }
+  StoreRows<T>(acc, valid, y, ys);
+}
+
+// A block of a group unpacked for the panel: u[k] codes of elements 4k..4k+3 (k < 4) and
+// 16+4(k-4).. (k >= 4), zero points and scales.
+struct PanelBlock {
+  __m512i u[8];
+  __m512i zw;
+  __m512 dw;
+};
+
+inline void LoadPanelBlock(const uint8_t* group, int64_t blk, PanelBlock* out) {
+  const uint8_t* quad = group + (blk >> 2) * L::kQuadBytes;
+  const int i = static_cast<int>(blk & 3);
+  const uint8_t* codes = quad + i * L::kCodeBytes;
+  const __m512i nib = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i q = _mm512_load_si512(codes + 64 * k);
+    out->u[k] = _mm512_and_si512(q, nib);
+    out->u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
+  }
+  out->zw = QuadZeros(quad, i);
+  out->dw = QuadScales(quad, i);
+}
+
+// T tokens against a panel of nb blocks.
+template <int T>
+void PanelTile(const PanelBlock* panel, const QuantActsLayout& l, const uint8_t* act, int valid,
+               float* y, int64_t ys) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t blk = 0; blk < l.nb; ++blk) {
+    const PanelBlock& pb = panel[blk];
+    __m512i s[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      s[t] = DpwssdBroadcast(_mm512_setzero_si512(), pb.zw,
+                             act + t * l.bytes + l.bias_offset + 4 * blk);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        s[t] = DpbusdBroadcast(s[t], pb.u[j], act + t * l.bytes + 32 * blk + 4 * j);
+      }
+    }
+    ScaleAccumulate<T>(s, pb.dw, act, l.bytes, l, blk, acc);
+  }
+  StoreRows<T>(acc, valid, y, ys);
+}
+
+// All nt tokens against a panel, in tiles of kT plus one tail tile.
+void PanelTokens(const PanelBlock* panel, const QuantActsLayout& l, const uint8_t* act0, int64_t nt,
+                 int valid, float* y, int64_t ys) {
+  int64_t t = 0;
+  for (; t + kT <= nt; t += kT) {
+    PanelTile<kT>(panel, l, act0 + t * l.bytes, valid, y + t * ys, ys);
+  }
+  if (t == nt) return;
+  const uint8_t* act = act0 + t * l.bytes;
+  float* yt = y + t * ys;
+  WithTileSize<kT - 1>(
+      nt - t, [&](auto tile) { PanelTile<decltype(tile)::value>(panel, l, act, valid, yt, ys); });
+}
+
+// Per-thread 64-byte-aligned scratch of at least `bytes`, grown on demand; kSlot keeps the
+// panel and the packed-group buffer apart.
+template <int kSlot>
+uint8_t* Scratch(int64_t bytes) {
+  struct FreeDeleter {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<uint8_t, FreeDeleter> buf;
+  thread_local int64_t capacity = 0;
+  if (bytes > capacity) {
+    const int64_t rounded = (bytes + 63) / 64 * 64;
+    buf.reset(static_cast<uint8_t*>(std::aligned_alloc(64, static_cast<size_t>(rounded))));
+    CHECK(buf != nullptr) << "out of memory for " << rounded << " bytes of Q4_Z scratch";
+    capacity = rounded;
+  }
+  return buf.get();
+}
+
+}  // namespace
+
+void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const WeightMatrix& w = *a.w;
+  const bool packed = w.packed != nullptr;
+  CHECK(!packed || r0 % kRows == 0) << "packed row ranges start on a group";
+  const QuantActsLayout l = GetQuantActsLayout(w.cols);
+  const Q4ZPackedLayout pl = GetQ4ZPackedLayout(w.rows, w.cols);
+  const int64_t nt = t1 - t0;
+  const uint8_t* act0 = a.qx + t0 * l.bytes;
+  // End of the task's last group: the decode kernel prefetches no further.
+  const uint8_t* stop = packed ? w.packed + (r1 + kRows - 1) / kRows * pl.group_bytes : nullptr;
+  for (int64_t r = r0; r < r1; r += kRows) {
+    const uint8_t* group;
+    if (packed) {
+      group = w.packed + (r / kRows) * pl.group_bytes;
+    } else {
+      uint8_t* g = Scratch<0>(pl.group_bytes);
+      PackQ4ZGroup(w, r, g);
+      group = g;
+      stop = g + pl.group_bytes;
+    }
+    const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+    float* y = a.y + t0 * w.rows + r;
+    if (nt <= kDirectMaxTokens) {
+      // The group (16 rows, ~38 KB for K = 2048) is still in L2 for a second pass of 8 tokens.
+      for (int64_t t = 0; t < nt; t += 8) {
+        const uint8_t* act = act0 + t * l.bytes;
+        float* yt = y + t * w.rows;
+        WithTileSize<8>(std::min<int64_t>(8, nt - t), [&](auto tile) {
+          Direct<decltype(tile)::value>(group, l, act, valid, yt, w.rows, stop);
+        });
+      }
+      continue;
+    }
+    auto* panel = reinterpret_cast<PanelBlock*>(Scratch<1>(l.nb * sizeof(PanelBlock)));
+    for (int64_t blk = 0; blk < l.nb; ++blk) LoadPanelBlock(group, blk, &panel[blk]);
+    PanelTokens(panel, l, act0, nt, valid, y, w.rows);
+  }
+}
+
+}  // namespace pagellm::kernels_internal::avx512
