@@ -156,10 +156,9 @@ void AttendAvx2(const AttendArgs& a) {
       for (int g = 0; g < group; ++g) {
         const float* q = aq.q + int64_t{g} * d;
         float mx = aq.m[g];
-        for (int j = 0; j < n; ++j) {
-          sc[j] = Dot(q, krow[j], d) * s.scale;
-          mx = std::max(mx, sc[j]);
-        }
+        for (int j = 0; j < n; ++j) sc[j] = Dot(q, krow[j], d) * s.scale;
+        if (s.softcap > 0.0f) SoftCapScores(sc, n, s.softcap);
+        for (int j = 0; j < n; ++j) mx = std::max(mx, sc[j]);
         for (int j = n; j < kTile; ++j) sc[j] = mx;  // exp(0), zeroed below
         const __m256 vmx = _mm256_set1_ps(mx);
         const __m256 e0 = Exp(_mm256_sub_ps(_mm256_load_ps(sc), vmx));

@@ -420,7 +420,14 @@ void AttendAvx512(const AttendArgs& a) {
         }
         if (int_rows)
           sc = _mm512_fmadd_ps(sc, k_s, _mm512_mul_ps(k_z, _mm512_set1_ps(qsum[qi * group + g])));
-        sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(sc, vscale));
+        sc = _mm512_mul_ps(sc, vscale);
+        if (s.softcap > 0.0f) {
+          alignas(64) float capped[kTile];
+          _mm512_store_ps(capped, sc);
+          SoftCapScores(capped, n, s.softcap);
+          sc = _mm512_load_ps(capped);
+        }
+        sc = _mm512_mask_mov_ps(neg_inf, valid, sc);
         const float mx = std::max(aq.m[g], _mm512_reduce_max_ps(sc));
         const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
         const float corr = aq.m[g] == -std::numeric_limits<float>::infinity()
