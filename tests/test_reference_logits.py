@@ -180,12 +180,12 @@ CASES = {
                            "--rope-scaling", "linear:8", "--sliding-window", 5],
                           "f32", ["f32", "q8_0"], 20),
     # Gemma 3 shapes GGUF cannot hold (HF only): query_pre_attn_scalar != head_dim, a global
-    # layer every 3rd, local RoPE base 2e4, untied, MQA, head_dim 64, BF16 weights
-    "gemma3_qpas_pattern_bf16": (["--arch", "gemma3", "--hidden", 96, "--intermediate", 192,
+    # layer every 3rd, local RoPE base 2e4, untied, MQA, head_dim 64
+    "gemma3_qpas_pattern": (["--arch", "gemma3", "--hidden", 96, "--intermediate", 192,
                                   "--layers", 3, "--heads", 2, "--kv-heads", 1, "--head-dim", 64,
                                   "--vocab", 544, "--untied", "--sliding-window", 6,
                                   "--query-pre-attn-scalar", 40, "--sliding-window-pattern", 3,
-                                  "--rope-local-theta", 20000], "bf16", [], 18),
+                                  "--rope-local-theta", 20000], "f32", [], 18),
     # Gemma 2: local (window 6) and global layers alternate, soft-caps small enough to bite
     # (attention 3, final 2), no q/k norms, GQA 2:1
     "gemma2_softcap": (["--arch", "gemma2", "--hidden", 128, "--intermediate", 256,
