@@ -134,8 +134,9 @@ inline void PrefetchKvRows(const AttentionShape& s, const KvLayerView& kv,
 // Positions per tile of the online softmax (both levels).
 inline constexpr int kTile = 16;
 
-// Soft-caps the n scores of a tile in place (AttentionShape::softcap); the same scalar code at
-// every level. Called once per tile, only when a cap is set.
+// Soft-caps the n scores of a tile in place (AttentionShape::softcap): the scalar reference
+// (the SIMD kernels use an exp-based tanh of the same accuracy class). Called once per tile,
+// only when a cap is set.
 inline void SoftCapScores(float* scores, int n, float cap) {
   const float inv = 1.0f / cap;
   for (int j = 0; j < n; ++j) scores[j] = cap * std::tanh(scores[j] * inv);
