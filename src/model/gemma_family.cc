@@ -61,6 +61,18 @@ const ArchTensorNames kGemmaGgufTensors = {
 
 namespace {
 
+// The per-layer tables are sized by num_layers before ModelConfig::Validate runs: a hostile
+// count must fail here, not allocate.
+constexpr int kMaxLayers = 1024;
+
+Status CheckLayerCount(const ModelConfig& c, const std::string& src) {
+  if (c.num_layers < 1 || c.num_layers > kMaxLayers) {
+    return InvalidArgumentError(
+        fmt::format("{}: {} layers not in [1, {}]", src, c.num_layers, kMaxLayers));
+  }
+  return Status::Ok();
+}
+
 // Fields both Gemma configs share; their defaults are the transformers config classes'.
 Status ParseGemmaCommon(const JsonFields& f, const std::string& src, ModelConfig* c,
                         float default_attn_softcap, float default_final_softcap) {
@@ -96,7 +108,9 @@ Status ParseGemmaCommon(const JsonFields& f, const std::string& src, ModelConfig
 // Per-layer attention types from `layer_types` (newer transformers), else layer l is local
 // when `is_local(l)` (the older sliding_window_pattern rules).
 template <typename IsLocal>
-Status ParseLayerTypes(const JsonFields& f, ModelConfig* c, IsLocal is_local) {
+Status ParseLayerTypes(const JsonFields& f, const std::string& src, ModelConfig* c,
+                       IsLocal is_local) {
+  RETURN_IF_ERROR(CheckLayerCount(*c, src));
   c->sliding_layers.assign(c->num_layers, 0);
   const nlohmann::json* types = f.Get("layer_types");
   if (types == nullptr) {
@@ -130,6 +144,7 @@ Status OptionalFloat(const GgufFile& g, const std::string& key, float* out) {
 // layers are those with (l + 1) % pattern != 0; soft-caps come from their keys.
 Status ParseGemmaGguf(const GgufFile& g, const std::string& p, ModelConfig* c, int pattern,
                       int full_layers, float default_attn_softcap, float default_final_softcap) {
+  RETURN_IF_ERROR(CheckLayerCount(*c, g.name()));
   const float qpas = c->num_layers == full_layers
                          ? static_cast<float>(c->hidden_size / c->num_heads)
                          : static_cast<float>(c->head_dim);
@@ -157,7 +172,7 @@ StatusOr<std::vector<float>> NormVector(TensorBinder& b, const std::string& name
 Status ParseGemma2HfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
   RETURN_IF_ERROR(ParseGemmaCommon(f, src, c, 50.0f, 30.0f));
   // Gemma 2 alternates: even layers local, odd layers global.
-  return ParseLayerTypes(f, c, [](int l) { return l % 2 == 0; });
+  return ParseLayerTypes(f, src, c, [](int l) { return l % 2 == 0; });
 }
 
 Status ParseGemma3HfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {
@@ -167,7 +182,7 @@ Status ParseGemma3HfFields(const JsonFields& f, const std::string& src, ModelCon
   if (!(c->rope_local_theta > 0.0f)) return f.WrongType("rope_local_base_freq", "> 0");
   ASSIGN_OR_RETURN(int pattern, f.IntOr("sliding_window_pattern", 6));
   if (pattern < 1) return f.WrongType("sliding_window_pattern", "a positive integer");
-  return ParseLayerTypes(f, c, [pattern](int l) { return (l + 1) % pattern != 0; });
+  return ParseLayerTypes(f, src, c, [pattern](int l) { return (l + 1) % pattern != 0; });
 }
 
 Status ParseGemma2GgufFields(const GgufFile& g, const std::string& p, ModelConfig* c) {

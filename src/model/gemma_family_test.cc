@@ -108,6 +108,12 @@ TEST(GemmaFamilyTest, BadFieldsAreErrors) {
   j = Base("Gemma3ForCausalLM");
   j["sliding_window_pattern"] = 0;
   EXPECT_FALSE(Parse(j).ok());
+  // Layer counts are checked before the per-layer tables are sized.
+  for (int layers : {-1, 0, 1 << 30}) {
+    j = Base("Gemma2ForCausalLM");
+    j["num_hidden_layers"] = layers;
+    EXPECT_EQ(Parse(j).status().code(), StatusCode::kInvalidArgument) << layers;
+  }
   // A Llama config naming a GELU is still refused.
   j = Base("LlamaForCausalLM");
   EXPECT_EQ(Parse(j).status().code(), StatusCode::kUnimplemented);
