@@ -1,5 +1,6 @@
-// The serving guarantees for every model family beyond the Llama-style dense ones (Qwen3 and
-// the mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE), on random-weight models of each
+// The serving guarantees for every model family beyond the Llama-style dense ones (Qwen3, the
+// mixtures of experts Mixtral, Qwen2-MoE, Qwen3-MoE, and Gemma 2 / Gemma 3 with prompts longer
+// than their sliding windows), on random-weight models of each
 // written by tools/gen_model.py in Hugging Face (F32 safetensors) and GGUF (Q8_0: stacked,
 // quantized experts) layout:
 //   - batch invariance: 24 requests give token-for-token identical outputs and bitwise
@@ -45,6 +46,13 @@ const Family kFamilies[] = {
      "--arch qwen3moe --layers 2 --hidden 128 --heads 4 --kv-heads 2 --head-dim 32 "
      "--intermediate 256 --experts 8 --experts-per-tok 3 --moe-intermediate 64 "
      "--norm-topk-prob"},
+    // Windows of 16 against prompts of 72..104 tokens: the local layers' masks bite.
+    {"gemma3",
+     "--arch gemma3 --layers 6 --hidden 128 --heads 4 --kv-heads 2 --head-dim 32 "
+     "--intermediate 256 --sliding-window 16"},
+    {"gemma2",
+     "--arch gemma2 --layers 4 --hidden 128 --heads 4 --kv-heads 2 --head-dim 32 "
+     "--intermediate 256 --sliding-window 16 --attn-softcap 5 --final-softcap 10"},
 };
 
 void PrintTo(const Family& f, std::ostream* os) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "engine/engine_core.h"
@@ -66,6 +67,35 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnFiveConfigurations) {
     EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks) << c.flags;
     EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), (*core)->kv_report().kv_bytes_per_token);
     EXPECT_EQ((*core)->stats().num_usable_blocks, (*core)->kv_report().num_blocks);
+  }
+}
+
+TEST(PlanEngineAgreementTest, Gemma3BlocksAndConcurrencyMatch) {
+  // Gemma 3's local and global layers hold the same KV per token here (every layer keeps its
+  // whole context: blocks outside a window are not freed), so plan and engine must agree on
+  // the blocks and on the concurrency they give.
+  if (!fs::exists(std::string(PAGELLM_SHARED_DIR) + "/models/stories260K/tokenizer.model"))
+    GTEST_SKIP() << "shared assets absent (the random model borrows tok512)";
+  const fs::path dir = fs::temp_directory_path() / "pagellm_plan_gemma3";
+  const std::string gen = std::string("/usr/bin/python3 ") + PAGELLM_SOURCE_DIR +
+                          "/tools/gen_model.py --preset tiny-gemma3 --quiet --shared-dir " +
+                          PAGELLM_SHARED_DIR + " --out " + dir.string();
+  if (std::system(gen.c_str()) != 0) GTEST_SKIP() << "model generator unavailable";
+  for (int64_t kv_bytes : {int64_t{1} << 20, int64_t{3000000}}) {
+    EngineConfig c;
+    c.model = dir.string();
+    c.kv_cache_memory = kv_bytes;
+    c.max_model_len = 256;
+    auto core = EngineCore::Create(c);
+    ASSERT_TRUE(core.ok()) << core.status().ToString();
+    const std::string out = RunCommand(std::string(PAGELLM_BINARY) + " plan --model " +
+                                       dir.string() + " --max-model-len 256 --kv-cache-memory " +
+                                       std::to_string(kv_bytes) + " --json 2>/dev/null");
+    nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << out;
+    EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks);
+    EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), (*core)->kv_report().kv_bytes_per_token);
+    EXPECT_EQ(j["max_concurrency"].get<double>(), (*core)->kv_report().max_concurrency);
   }
 }
 

@@ -20,6 +20,24 @@ over a token list, no KV cache:
                     [+ sigmoid(h shared_expert_gate^T) * shared_expert(h)   (Qwen2-MoE)]
     logits = rmsnorm(x) lm_head^T   (lm_head = embed when tied)
 
+Gemma 2 / Gemma 3 (transformers' modeling_gemma2 / modeling_gemma3, eager attention) run
+gemma_forward instead:
+
+    x = embed[ids] * sqrt(hidden_size)
+    norm(x, w) = x / sqrt(mean(x^2) + eps) * (1 + w)          (every norm, q/k norms included)
+    per layer (local when layer_types[l] == "sliding_attention"; without layer_types, Gemma 2's
+    even layers and Gemma 3's layers with (l + 1) % sliding_window_pattern != 0):
+        h = norm(x, input_layernorm) ; q,k,v = h W^T ; Gemma 3: q, k = norm per head (q/k_norm)
+        rotate_half RoPE (Gemma 3 local layers: rope_local_base_freq, no scaling; global layers
+        rope_theta with rope_scaling) ;
+        s = q k^T * query_pre_attn_scalar^-0.5 ; Gemma 2: s = cap * tanh(s / cap) ;
+        causal mask, local layers also i - j < sliding_window ; softmax ; o = att W_o^T
+        x += norm(o, post_attention_layernorm)
+        h = norm(x, pre_feedforward_layernorm)
+        x += norm(down(gelu_tanh(gate(h)) * up(h)), post_feedforward_layernorm)
+          gelu_tanh(g) = g/2 (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3)))
+    logits = norm(x, model.norm) lm_head^T, then cap * tanh(logits / cap) (final soft-cap)
+
 RoPE frequencies follow Hugging Face: inv_freq_i = theta^(-2i/d); "linear" scaling divides
 them by factor; "llama3" is _compute_llama3_parameters (wavelen = 2 pi / inv_freq; wavelen >
 orig/low -> inv/factor; wavelen < orig/high -> unchanged; else smooth blend).
@@ -184,6 +202,8 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
     g = GgufReader(path)
     md = g.metadata
     arch = md["general.architecture"]
+    if arch in ("gemma2", "gemma3"):
+        return load_gemma_gguf_weights(g)
 
     def k(name, default=None):
         return md.get(f"{arch}.{name}", default)
@@ -262,6 +282,68 @@ def load_gguf_weights(path: str) -> tuple[dict, dict]:
             cfg["weight_blocks"][hf] = block
         if arch == "llama" and (".attn_q." in name or ".attn_k." in name):
             w = unpermute_qk(w, heads if ".attn_q." in name else kv_heads)
+        out[hf] = w
+    return out, cfg
+
+
+def load_gemma_gguf_weights(g: GgufReader) -> tuple[dict, dict]:
+    """A gemma2 / gemma3 GGUF -> (HF-named float64 weights, HF-style config). llama.cpp's
+    converter stores every norm as 1 + w (undone here) and leaves implicit what its loader fixes:
+    every 2nd (gemma2) / 6th (gemma3) layer global, the local RoPE base 10000 (gemma3), and
+    query_pre_attn_scalar = hidden / heads for the 27B shapes (46 / 62 layers), else head_dim."""
+    md = g.metadata
+    arch = md["general.architecture"]
+
+    def k(name, default=None):
+        return md.get(f"{arch}.{name}", default)
+
+    heads, hidden = int(k("attention.head_count")), int(k("embedding_length"))
+    layers = int(k("block_count"))
+    head_dim = int(k("attention.key_length", hidden // heads))
+    big = layers == (46 if arch == "gemma2" else 62)
+    cfg = {"model_type": arch if arch == "gemma2" else "gemma3_text", "hidden_size": hidden,
+           "intermediate_size": int(k("feed_forward_length")), "num_hidden_layers": layers,
+           "num_attention_heads": heads, "num_key_value_heads": int(k("attention.head_count_kv")),
+           "head_dim": head_dim, "vocab_size": g.tensors["token_embd.weight"]["shape"][0],
+           "rms_norm_eps": float(k("attention.layer_norm_rms_epsilon")),
+           "rope_theta": float(k("rope.freq_base", 10000.0)), "rope_scaling": None,
+           "tie_word_embeddings": "output.weight" not in g.tensors,
+           "sliding_window": int(k("attention.sliding_window", 4096)),
+           "query_pre_attn_scalar": hidden // heads if big else head_dim,
+           "sliding_window_pattern": 2 if arch == "gemma2" else 6,
+           "attn_logit_softcapping": k("attn_logit_softcapping", 50.0 if arch == "gemma2" else None),
+           "final_logit_softcapping": k("final_logit_softcapping",
+                                        30.0 if arch == "gemma2" else None),
+           "rope_local_base_freq": 10000.0, "weight_blocks": {}}
+    if k("rope.scaling.type") == "linear":
+        cfg["rope_scaling"] = {"rope_type": "linear", "factor": float(k("rope.scaling.factor"))}
+    names = {"token_embd.weight": "model.embed_tokens.weight",
+             "output_norm.weight": "model.norm.weight", "output.weight": "lm_head.weight"}
+    per_layer = {"attn_norm.weight": "input_layernorm.weight",
+                 "attn_q.weight": "self_attn.q_proj.weight",
+                 "attn_k.weight": "self_attn.k_proj.weight",
+                 "attn_v.weight": "self_attn.v_proj.weight",
+                 "attn_output.weight": "self_attn.o_proj.weight",
+                 "attn_q_norm.weight": "self_attn.q_norm.weight",
+                 "attn_k_norm.weight": "self_attn.k_norm.weight",
+                 "post_attention_norm.weight": "post_attention_layernorm.weight",
+                 "ffn_norm.weight": "pre_feedforward_layernorm.weight",
+                 "ffn_gate.weight": "mlp.gate_proj.weight", "ffn_up.weight": "mlp.up_proj.weight",
+                 "ffn_down.weight": "mlp.down_proj.weight",
+                 "post_ffw_norm.weight": "post_feedforward_layernorm.weight"}
+    out = {}
+    for name in g.tensors:
+        if name in names:
+            hf = names[name]
+        else:
+            _, layer, rest = name.split(".", 2)
+            hf = f"model.layers.{layer}.{per_layer[rest]}"
+        w = g.tensor(name).astype(np.float64)
+        if name.endswith("norm.weight"):
+            w = w - 1.0
+        block = gguf_blocks.TYPES[g.tensors[name]["type"]][1]
+        if block > 1:
+            cfg["weight_blocks"][hf] = block
         out[hf] = w
     return out, cfg
 
@@ -376,6 +458,8 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None,
     load_gguf_weights: 32-element block types use 32-element activation blocks, 256-element
     super-block types 256) and the float16 KV cache that quantized GGUF weights get -- and
     stay float64 otherwise."""
+    if cfg.get("model_type") in GEMMA_MODEL_TYPES:
+        return gemma_forward(cfg, weights, token_ids, positions, emulate_engine, hidden)
     ids = np.asarray(token_ids, dtype=np.int64)
     blocks = cfg.get("weight_blocks", {}) if emulate_engine else {}
 
@@ -450,6 +534,114 @@ def forward(cfg: dict, weights: dict, token_ids, positions=None,
     if head_name not in weights or cfg.get("tie_word_embeddings"):
         head_name = "model.embed_tokens.weight"
     return mm(x, head_name)
+
+
+GEMMA_MODEL_TYPES = ("gemma2", "gemma3_text", "gemma3")
+
+
+def gemma_local_layers(cfg: dict) -> list:
+    """Which layers use the sliding window (transformers' rules, see the module docstring)."""
+    n = cfg["num_hidden_layers"]
+    if cfg.get("layer_types"):
+        return [t == "sliding_attention" for t in cfg["layer_types"]]
+    if cfg["model_type"] == "gemma2":
+        return [i % 2 == 0 for i in range(n)]
+    pattern = int(cfg.get("sliding_window_pattern") or 6)
+    return [(i + 1) % pattern != 0 for i in range(n)]
+
+
+def gemma_forward(cfg: dict, weights: dict, token_ids, positions=None,
+                  emulate_engine: bool = False, hidden: bool = False) -> np.ndarray:
+    """Gemma 2 / Gemma 3 logits [n_tokens, vocab] (float64); see the module docstring and
+    forward() for `emulate_engine` and `hidden`."""
+    ids = np.asarray(token_ids, dtype=np.int64)
+    blocks = cfg.get("weight_blocks", {}) if emulate_engine else {}
+
+    def mm(a, name):
+        if name in blocks:
+            a = quantize_acts(a, blocks[name])
+        return a @ weights[name].T
+
+    n = len(ids)
+    H = cfg["hidden_size"]
+    nh = cfg["num_attention_heads"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    d = int(cfg.get("head_dim") or 256)
+    eps = float(cfg.get("rms_norm_eps", 1e-6))
+    group = nh // nkv
+    is_gemma3 = cfg["model_type"] != "gemma2"
+    scale = float(cfg.get("query_pre_attn_scalar") or 256) ** -0.5
+    attn_cap = cfg.get("attn_logit_softcapping", None if is_gemma3 else 50.0)
+    final_cap = cfg.get("final_logit_softcapping", None if is_gemma3 else 30.0)
+    window = int(cfg.get("sliding_window") or 4096)
+    local = gemma_local_layers(cfg)
+
+    def norm(v, w):
+        return v / np.sqrt(np.mean(v * v, axis=-1, keepdims=True) + eps) * (1.0 + w)
+
+    pos = np.arange(n, dtype=np.float64) if positions is None else np.asarray(positions, np.float64)
+
+    def rope_tables(rcfg):
+        ang = pos[:, None] * rope_inv_freq(rcfg)[None, :]
+        return (np.concatenate([np.cos(ang)] * 2, axis=-1)[:, None, :],
+                np.concatenate([np.sin(ang)] * 2, axis=-1)[:, None, :])
+
+    rope_global = rope_tables({**cfg, "head_dim": d, "rope_theta": cfg.get(
+        "rope_theta", 1e6 if is_gemma3 else 10000.0)})
+    rope_local = rope_global
+    if is_gemma3:  # local layers: their own base, never scaled
+        rope_local = rope_tables({**cfg, "head_dim": d, "rope_scaling": None,
+                                  "rope_theta": float(cfg.get("rope_local_base_freq", 10000.0))})
+    i_idx = np.arange(n)[:, None]
+    j_idx = np.arange(n)[None, :]
+    causal = j_idx <= i_idx
+    masks = {False: np.where(causal, 0.0, -np.inf),
+             True: np.where(causal & ((i_idx - j_idx) < window), 0.0, -np.inf)}
+
+    x = weights["model.embed_tokens.weight"][ids] * math.sqrt(H)
+    for layer in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{layer}."
+        h = norm(x, weights[p + "input_layernorm.weight"])
+        q = mm(h, p + "self_attn.q_proj.weight").reshape(n, nh, d)
+        k = mm(h, p + "self_attn.k_proj.weight").reshape(n, nkv, d)
+        v = mm(h, p + "self_attn.v_proj.weight").reshape(n, nkv, d)
+        if is_gemma3:
+            q = norm(q, weights[p + "self_attn.q_norm.weight"])
+            k = norm(k, weights[p + "self_attn.k_norm.weight"])
+        cos, sin = rope_local if local[layer] else rope_global
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        if blocks:
+            k = k.astype(np.float16).astype(np.float64)
+            v = v.astype(np.float16).astype(np.float64)
+        k = np.repeat(k, group, axis=1)
+        v = np.repeat(v, group, axis=1)
+        scores = np.einsum("ihd,jhd->hij", q, k) * scale
+        if attn_cap:
+            scores = np.tanh(scores / attn_cap) * attn_cap
+        scores = scores + masks[local[layer]][None]
+        scores -= scores.max(axis=-1, keepdims=True)
+        prob = np.exp(scores)
+        prob /= prob.sum(axis=-1, keepdims=True)
+        att = np.einsum("hij,jhd->ihd", prob, v).reshape(n, nh * d)
+        x = x + norm(mm(att, p + "self_attn.o_proj.weight"),
+                     weights[p + "post_attention_layernorm.weight"])
+        h = norm(x, weights[p + "pre_feedforward_layernorm.weight"])
+        gate = mm(h, p + "mlp.gate_proj.weight")
+        up = mm(h, p + "mlp.up_proj.weight")
+        act = 0.5 * gate * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (gate + 0.044715 * gate ** 3)))
+        x = x + norm(mm(act * up, p + "mlp.down_proj.weight"),
+                     weights[p + "post_feedforward_layernorm.weight"])
+    x = norm(x, weights["model.norm.weight"])
+    if hidden:
+        return x
+    head_name = "lm_head.weight"
+    if head_name not in weights or cfg.get("tie_word_embeddings", True):
+        head_name = "model.embed_tokens.weight"
+    logits = mm(x, head_name)
+    if final_cap:
+        logits = np.tanh(logits / final_cap) * final_cap
+    return logits
 
 
 def load_config(model_dir: str) -> dict:

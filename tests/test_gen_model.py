@@ -511,6 +511,67 @@ def test_presets_shapes():
     assert 134e6 < n < 135e6
 
 
+def test_gemma_presets_parameter_counts():
+    """Gemma-3-1B: 999,885,952 parameters (tied), Gemma-3-4B's text decoder 3.88 B."""
+    m, _ = gen_model.build_shape(gen_model.parse_args(["--preset", "gemma-3-1b", "--gguf", "x"]))
+    assert (m.arch, m.layers, m.sliding_window, m.gemma_pattern(), m.gemma_qpas()) == \
+        ("gemma3", 26, 512, 6, 256)
+    assert sum(int(np.prod(s.shape)) for s in gen_model.tensor_specs(m)) == 999_885_952
+    m, _ = gen_model.build_shape(gen_model.parse_args(["--preset", "gemma-3-4b", "--gguf", "x"]))
+    assert m.rope_scaling.kind == "linear" and m.rope_scaling.factor == 8.0
+    n = sum(int(np.prod(s.shape)) for s in gen_model.tensor_specs(m))
+    assert n == 3_880_263_168
+    m, _ = gen_model.build_shape(gen_model.parse_args(["--preset", "gemma-2-2b-reduced",
+                                                       "--gguf", "x"]))
+    assert m.softcaps() == (50.0, 30.0) and m.layer_types()[:2] == ["sliding_attention",
+                                                                    "full_attention"]
+
+
+@pytest.mark.parametrize("arch", ["gemma2", "gemma3"])
+def test_gguf_gemma_norms_plus_one_and_metadata(tmp_path, arch):
+    """Gemma GGUFs hold 1 + w for every norm (llama.cpp's converter), Q/K unpermuted, the
+    window and (Gemma 2) the soft-caps in metadata; the HF config says what GGUF leaves to the
+    loader (layer pattern, query_pre_attn_scalar, local RoPE base)."""
+    path = tmp_path / "g.gguf"
+    gen("--preset", f"tiny-{arch}", "--tokenizer", TOK, "--out", tmp_path / "hf", "--gguf", path)
+    g = check_gguf_layout(path)
+    md = g.metadata
+    assert md["general.architecture"] == arch
+    assert md[f"{arch}.attention.sliding_window"] == 8
+    hf = rf.load_hf_weights(str(tmp_path / "hf"))
+    np.testing.assert_array_equal(g.tensor("blk.0.attn_norm.weight"),
+                                  (hf["model.layers.0.input_layernorm.weight"] + 1).astype(
+                                      np.float32))
+    np.testing.assert_array_equal(g.tensor("blk.1.post_ffw_norm.weight"),
+                                  (hf["model.layers.1.post_feedforward_layernorm.weight"] + 1)
+                                  .astype(np.float32))
+    np.testing.assert_array_equal(g.tensor("blk.0.ffn_norm.weight"),
+                                  (hf["model.layers.0.pre_feedforward_layernorm.weight"] + 1)
+                                  .astype(np.float32))
+    for x in "qk":
+        np.testing.assert_array_equal(g.tensor(f"blk.0.attn_{x}.weight"),
+                                      hf[f"model.layers.0.self_attn.{x}_proj.weight"])
+    assert abs(float(np.mean(hf["model.layers.0.input_layernorm.weight"]))) < 0.05
+    with open(tmp_path / "hf" / "config.json") as f:
+        cfg = json.load(f)
+    assert cfg["hidden_activation"] == "gelu_pytorch_tanh" and cfg["query_pre_attn_scalar"] == 32
+    if arch == "gemma2":
+        assert (md["gemma2.attn_logit_softcapping"], md["gemma2.final_logit_softcapping"]) == \
+            (50.0, 30.0)
+        assert "blk.0.attn_q_norm.weight" not in g.tensors
+        assert (cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"]) == (50.0, 30.0)
+    else:
+        assert g.tensors["blk.0.attn_q_norm.weight"]["shape"] == [32]
+        assert cfg["layer_types"] == ["sliding_attention"] * 5 + ["full_attention"]
+        assert cfg["rope_local_base_freq"] == 10000.0 and cfg["final_logit_softcapping"] is None
+    with pytest.raises(SystemExit, match="global"):
+        gen("--preset", f"tiny-{arch}", "--tokenizer", "none", "--sliding-window-pattern", 3,
+            "--gguf", tmp_path / "bad.gguf")
+    with pytest.raises(SystemExit, match="query_pre_attn_scalar"):
+        gen("--preset", f"tiny-{arch}", "--tokenizer", "none", "--query-pre-attn-scalar", 64,
+            "--gguf", tmp_path / "bad.gguf")
+
+
 def test_cli_subprocess_and_repo_guard(tmp_path):
     script = os.path.join(REPO_ROOT, "tools", "gen_model.py")
     r = subprocess.run([sys.executable, script, "--preset", "tiny", "--tokenizer", TOK,

@@ -171,6 +171,32 @@ CASES = {
                          "--vocab", 512, "--untied", "--experts", 8, "--experts-per-tok", 2,
                          "--moe-intermediate", 64, "--shared-intermediate", 96,
                          "--no-norm-topk-prob"], "f32", ["f32"], 20),
+    # Gemma 3: 5 local layers (window 5) per global one over 20 tokens, q/k norms, (1 + w)
+    # norms, GeGLU, embedding scale, local RoPE base 1e4 and global 1e6 with linear x8 scaling
+    # on the global layers only (as Gemma-3-4B), tied; GGUF norms stored as 1 + w
+    "gemma3_swa_scaled": (["--arch", "gemma3", "--hidden", 128, "--intermediate", 256,
+                           "--layers", 6, "--heads", 4, "--kv-heads", 2, "--head-dim", 32,
+                           "--vocab", 512, "--tied", "--rope-theta", 1e6,
+                           "--rope-scaling", "linear:8", "--sliding-window", 5],
+                          "f32", ["f32", "q8_0"], 20),
+    # Gemma 3 shapes GGUF cannot hold (HF only): query_pre_attn_scalar != head_dim, a global
+    # layer every 3rd, local RoPE base 2e4, untied, MQA, head_dim 64
+    "gemma3_qpas_pattern": (["--arch", "gemma3", "--hidden", 96, "--intermediate", 192,
+                                  "--layers", 3, "--heads", 2, "--kv-heads", 1, "--head-dim", 64,
+                                  "--vocab", 544, "--untied", "--sliding-window", 6,
+                                  "--query-pre-attn-scalar", 40, "--sliding-window-pattern", 3,
+                                  "--rope-local-theta", 20000], "f32", [], 18),
+    # Gemma 2: local (window 6) and global layers alternate, soft-caps small enough to bite
+    # (attention 3, final 2), no q/k norms, GQA 2:1
+    "gemma2_softcap": (["--arch", "gemma2", "--hidden", 128, "--intermediate", 256,
+                        "--layers", 4, "--heads", 4, "--kv-heads", 2, "--head-dim", 32,
+                        "--vocab", 512, "--tied", "--sliding-window", 6, "--attn-softcap", 3,
+                        "--final-softcap", 2], "f32", ["f32", "q8_0"], 20),
+    # Gemma 2 with its default caps (50, 30), untied, F16 weights
+    "gemma2_default_caps_f16": (["--arch", "gemma2", "--hidden", 128, "--intermediate", 192,
+                                 "--layers", 2, "--heads", 2, "--kv-heads", 2, "--head-dim", 64,
+                                 "--vocab", 512, "--untied", "--sliding-window", 7],
+                                "f16", ["f16"], 16),
     # Mistral sliding window 5 over 16 tokens, MQA, head_dim 32
     "mistral_swa": (["--arch", "mistral", "--hidden", 128, "--intermediate", 256, "--layers", 2,
                      "--heads", 4, "--kv-heads", 1, "--vocab", 512, "--untied",
@@ -256,6 +282,19 @@ def test_generated_model_reference_consistency(case_factory, name):
         assert rel_err(full, hf) > 1e-3, "sliding window has no visible effect in this case"
         n = cfg["sliding_window"]
         np.testing.assert_allclose(full[:n], hf[:n], rtol=0, atol=1e-12)
+    if cfg.get("model_type") in rf.GEMMA_MODEL_TYPES:
+        n = cfg["sliding_window"]
+        assert len(c.ids) > 2 * n, "prompts must be longer than the window"
+        full = rf.forward({**cfg, "sliding_window": 10 ** 6}, weights, c.ids)
+        assert rel_err(full, hf) > 1e-3, "sliding window has no visible effect in this case"
+        np.testing.assert_allclose(full[:n], hf[:n], rtol=0, atol=1e-12)
+        for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+            if cfg.get(key) is not None and cfg[key] < 10:
+                uncapped = rf.forward({**cfg, key: None}, weights, c.ids)
+                assert rel_err(uncapped, hf) > 1e-3, f"{key} has no visible effect"
+        if cfg.get("rope_local_base_freq"):
+            other = rf.forward({**cfg, "rope_local_base_freq": 1e6}, weights, c.ids)
+            assert rel_err(other, hf) > 1e-3, "the local RoPE base has no visible effect"
 
 
 def run_engine(binary, model_path, ids, out_path):

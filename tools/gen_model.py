@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Random-weight Llama-family models (dense and mixture-of-experts) for tests and benchmarks (numpy
-only).
+"""Random-weight Llama-family models (dense and mixture-of-experts) and Gemma 2 / Gemma 3 models for
+tests and benchmarks (numpy only).
 
 Writes a Hugging Face directory (config.json, generation_config.json, model.safetensors or
 shards + index, tokenizer files) and/or a GGUF v3 file with the same weights. See
@@ -107,6 +107,28 @@ PRESETS = {
     "tinyllama-1.1b": dict(arch="llama", hidden=2048, intermediate=5632, layers=22, heads=32,
                            kv_heads=4, head_dim=64, vocab=32000, tied=False, rope_theta=10000.0,
                            max_pos=2048, rms_eps=1e-5, tokenizer="llama2-spm"),
+    # Gemma 3: 5 local (sliding-window) layers per global one, q/k norms, local RoPE base 1e4,
+    # global 1e6 (4B: linear x8 on the global layers), tied. Small: window 8 so that short test
+    # prompts cross it.
+    "tiny-gemma3": dict(arch="gemma3", hidden=128, intermediate=256, layers=6, heads=4,
+                        kv_heads=2, head_dim=32, vocab=512, tied=True, rope_theta=1e6,
+                        max_pos=4096, rms_eps=1e-6, sliding_window=8, tokenizer="tok512"),
+    "gemma-3-1b": dict(arch="gemma3", hidden=1152, intermediate=6912, layers=26, heads=4,
+                       kv_heads=1, head_dim=256, vocab=262144, tied=True, rope_theta=1e6,
+                       max_pos=32768, rms_eps=1e-6, sliding_window=512, tokenizer=None),
+    "gemma-3-4b": dict(arch="gemma3", hidden=2560, intermediate=10240, layers=34, heads=8,
+                       kv_heads=4, head_dim=256, vocab=262208, tied=True, rope_theta=1e6,
+                       rope_scaling="linear:8", max_pos=131072, rms_eps=1e-6,
+                       sliding_window=1024, tokenizer=None),
+    # Gemma 2: local and global layers alternate, attention (50) and final (30) soft-caps.
+    "tiny-gemma2": dict(arch="gemma2", hidden=128, intermediate=256, layers=4, heads=4,
+                        kv_heads=2, head_dim=32, vocab=512, tied=True, rope_theta=10000.0,
+                        max_pos=4096, rms_eps=1e-6, sliding_window=8, tokenizer="tok512"),
+    # Gemma-2-2B's widths and vocabulary, 4 of its 26 layers.
+    "gemma-2-2b-reduced": dict(arch="gemma2", hidden=2304, intermediate=9216, layers=4, heads=8,
+                               kv_heads=4, head_dim=256, vocab=256000, tied=True,
+                               rope_theta=10000.0, max_pos=8192, rms_eps=1e-6,
+                               sliding_window=4096, tokenizer=None),
     "mistral-tiny": dict(arch="mistral", hidden=256, intermediate=768, layers=3, heads=8,
                          kv_heads=2, head_dim=32, vocab=32000, tied=False, rope_theta=10000.0,
                          max_pos=4096, rms_eps=1e-5, sliding_window=16,
@@ -143,12 +165,19 @@ ARCHS = {"llama": ("LlamaForCausalLM", "llama"), "mistral": ("MistralForCausalLM
          "qwen2": ("Qwen2ForCausalLM", "qwen2"), "qwen3": ("Qwen3ForCausalLM", "qwen3"),
          "mixtral": ("MixtralForCausalLM", "mixtral"),
          "qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
-         "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe")}
+         "qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+         "gemma2": ("Gemma2ForCausalLM", "gemma2"), "gemma3": ("Gemma3ForCausalLM", "gemma3_text")}
 MOE_ARCHS = ("mixtral", "qwen2moe", "qwen3moe")
 # GGUF general.architecture: Mistral and Mixtral files say "llama" (with expert_count for
 # Mixtral), as llama.cpp's converter writes them.
 GGUF_ARCH = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3",
-             "mixtral": "llama", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe"}
+             "mixtral": "llama", "qwen2moe": "qwen2moe", "qwen3moe": "qwen3moe",
+             "gemma2": "gemma2", "gemma3": "gemma3"}
+GEMMA_ARCHS = ("gemma2", "gemma3")
+# What llama.cpp's Gemma loaders fix rather than read from GGUF metadata: every Nth layer is
+# global, the local RoPE base, and the 27B shapes' (layers) query_pre_attn_scalar = hidden / heads.
+GEMMA_GGUF_FIXED = {"gemma2": dict(pattern=2, local_theta=None, layers_27b=46),
+                    "gemma3": dict(pattern=6, local_theta=10000.0, layers_27b=62)}
 
 CHUNK_ELEMENTS = 1 << 22  # rows are generated/converted/written in pieces of about this size
 
@@ -214,6 +243,30 @@ class ModelShape:
     norm_topk_prob: bool = True
     decoder_sparse_step: int = 1
     mlp_only_layers: tuple = ()
+    # Gemma 2 / 3 (defaults of the transformers config classes where None).
+    query_pre_attn_scalar: int | None = None  # None: head_dim
+    sliding_window_pattern: int | None = None  # every Nth layer global; None: 2 / 6
+    rope_local_theta: float = 10000.0          # gemma3 local layers
+    attn_softcap: float | None = None          # None: gemma2 50, gemma3 none
+    final_softcap: float | None = None         # None: gemma2 30, gemma3 none
+
+    def gemma_pattern(self) -> int:
+        return self.sliding_window_pattern or (2 if self.arch == "gemma2" else 6)
+
+    def gemma_qpas(self) -> int:
+        return self.query_pre_attn_scalar or self.head_dim
+
+    def softcaps(self) -> tuple:
+        """(attention, final) soft-caps; 0 = none."""
+        if self.arch == "gemma2":
+            return (50.0 if self.attn_softcap is None else self.attn_softcap,
+                    30.0 if self.final_softcap is None else self.final_softcap)
+        return (self.attn_softcap or 0.0, self.final_softcap or 0.0)
+
+    def layer_types(self) -> list:
+        """transformers' rule: layer l is local unless (l + 1) % pattern == 0."""
+        n = self.gemma_pattern()
+        return ["sliding_attention" if (i + 1) % n else "full_attention" for i in range(self.layers)]
 
     def sparse(self, layer: int) -> bool:
         """transformers' rule: experts where (l + 1) % step == 0 and l not in mlp_only_layers."""
@@ -233,8 +286,11 @@ class ModelShape:
             raise ValueError(f"heads {self.heads} not a multiple of kv_heads {self.kv_heads}")
         if self.head_dim % 2:
             raise ValueError("head_dim must be even")
-        if self.sliding_window and self.arch != "mistral":
-            raise ValueError("--sliding-window is only supported for --arch mistral")
+        if self.sliding_window and self.arch not in ("mistral", *GEMMA_ARCHS):
+            raise ValueError("--sliding-window is only supported for --arch mistral / gemma2 / "
+                             "gemma3")
+        if self.arch in GEMMA_ARCHS and not self.sliding_window:
+            raise ValueError("gemma2 / gemma3 need --sliding-window (the local layers' window)")
         if (self.arch in MOE_ARCHS) != (self.experts > 0):
             raise ValueError("--experts > 0 goes with --arch mixtral / qwen2moe / qwen3moe")
         if self.experts and not 1 <= self.experts_per_tok <= self.experts:
@@ -261,6 +317,9 @@ class TensorSpec:
     # "{}" for the expert id) and one stacked GGUF tensor.
     experts: int = 0
     gguf_shape: tuple | None = None  # when the GGUF tensor's shape differs (a [1, n] as [n])
+    # Added to the values in GGUF only: Gemma's norms are applied as (1 + w); HF stores w and
+    # llama.cpp's converter stores 1 + w.
+    gguf_offset: float = 0.0
 
 
 def moe_tensor_specs(m: ModelShape, p: str, g: str) -> list[TensorSpec]:
@@ -300,7 +359,43 @@ def hf_tensors(specs: list[TensorSpec]) -> list[TensorSpec]:
     return out
 
 
+def gemma_tensor_specs(m: ModelShape) -> list[TensorSpec]:
+    """Gemma 2 / 3: four norms per layer (HF post_attention_layernorm is the attention output's
+    norm), q/k norms in Gemma 3, no Q/K permutation in GGUF, norms as `gnorm` (w around 0)."""
+    H, I, D = m.hidden, m.intermediate, m.head_dim
+    q, kv = m.heads * D, m.kv_heads * D
+
+    def norm(hf, gg, n=H):
+        return TensorSpec(hf, gg, (n,), "gnorm", gguf_offset=1.0)
+
+    specs = [TensorSpec("model.embed_tokens.weight", "token_embd.weight", (m.vocab, H), "embed")]
+    for i in range(m.layers):
+        p, g = f"model.layers.{i}.", f"blk.{i}."
+        specs.append(norm(p + "input_layernorm.weight", g + "attn_norm.weight"))
+        for name, gname, rows in (("q_proj", "attn_q", q), ("k_proj", "attn_k", kv),
+                                  ("v_proj", "attn_v", kv)):
+            specs.append(TensorSpec(p + f"self_attn.{name}.weight", g + f"{gname}.weight",
+                                    (rows, H), "matrix"))
+        if m.arch == "gemma3":
+            specs.append(norm(p + "self_attn.q_norm.weight", g + "attn_q_norm.weight", D))
+            specs.append(norm(p + "self_attn.k_norm.weight", g + "attn_k_norm.weight", D))
+        specs.append(TensorSpec(p + "self_attn.o_proj.weight", g + "attn_output.weight", (H, q),
+                                "matrix"))
+        specs.append(norm(p + "post_attention_layernorm.weight", g + "post_attention_norm.weight"))
+        specs.append(norm(p + "pre_feedforward_layernorm.weight", g + "ffn_norm.weight"))
+        specs.append(TensorSpec(p + "mlp.gate_proj.weight", g + "ffn_gate.weight", (I, H), "matrix"))
+        specs.append(TensorSpec(p + "mlp.up_proj.weight", g + "ffn_up.weight", (I, H), "matrix"))
+        specs.append(TensorSpec(p + "mlp.down_proj.weight", g + "ffn_down.weight", (H, I), "matrix"))
+        specs.append(norm(p + "post_feedforward_layernorm.weight", g + "post_ffw_norm.weight"))
+    specs.append(norm("model.norm.weight", "output_norm.weight"))
+    if not m.tied:
+        specs.append(TensorSpec("lm_head.weight", "output.weight", (m.vocab, H), "head"))
+    return specs
+
+
 def tensor_specs(m: ModelShape) -> list[TensorSpec]:
+    if m.arch in GEMMA_ARCHS:
+        return gemma_tensor_specs(m)
     H, I, D = m.hidden, m.intermediate, m.head_dim
     q, kv = m.heads * D, m.kv_heads * D
     perm = GGUF_ARCH[m.arch] == "llama"  # llama.cpp "llama" arch wants adjacent-pair Q/K rows
@@ -377,6 +472,8 @@ def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float
         if spec.kind == "norm":
             x *= np.float32(0.1)
             x += np.float32(1.0)
+        elif spec.kind == "gnorm":  # Gemma stores w of (1 + w): around 0
+            x *= np.float32(0.1)
         elif spec.kind == "bias":
             x *= np.float32(0.1)
         elif spec.kind == "embed":
@@ -595,6 +692,20 @@ def hf_config(m: ModelShape, dtype: str, bos: int | None, eos: int | None) -> di
     elif m.arch in ("qwen2", "qwen2moe"):  # q/k/v biases are implicit in the architecture
         c.update(use_sliding_window=False, sliding_window=m.max_pos, max_window_layers=m.layers,
                  attention_dropout=0.0)
+    elif m.arch in GEMMA_ARCHS:
+        attn_cap, final_cap = m.softcaps()
+        c.update(hidden_activation="gelu_pytorch_tanh", sliding_window=m.sliding_window,
+                 query_pre_attn_scalar=m.gemma_qpas(), attention_bias=False,
+                 attention_dropout=0.0, attn_logit_softcapping=attn_cap or None,
+                 final_logit_softcapping=final_cap or None)
+        if m.arch == "gemma2":  # older configs: both activation keys, alternation implicit
+            c["hidden_act"] = "gelu_pytorch_tanh"
+            if m.sliding_window_pattern not in (None, 2):
+                c["layer_types"] = m.layer_types()
+        else:  # both the newer layer_types and the older sliding_window_pattern
+            del c["hidden_act"]
+            c.update(rope_local_base_freq=m.rope_local_theta,
+                     sliding_window_pattern=m.gemma_pattern(), layer_types=m.layer_types())
     else:  # qwen3, qwen3moe: q/k norms are implicit in the architecture
         c.update(attention_bias=False, use_sliding_window=False, sliding_window=None,
                  max_window_layers=m.layers, attention_dropout=0.0)
@@ -640,6 +751,10 @@ def gguf_metadata(w: gw.GgufWriter, m: ModelShape, name: str, ftype: int,
         w.add_f32(f"{arch}.rope.scaling.factor", m.rope_scaling.factor)
     if m.sliding_window:
         w.add_u32(f"{arch}.attention.sliding_window", m.sliding_window)
+    if m.arch == "gemma2":
+        attn_cap, final_cap = m.softcaps()
+        w.add_f32(f"{arch}.attn_logit_softcapping", attn_cap)
+        w.add_f32(f"{arch}.final_logit_softcapping", final_cap)
     if m.experts:
         w.add_u32(f"{arch}.expert_count", m.experts)
         w.add_u32(f"{arch}.expert_used_count", m.experts_per_tok)
@@ -700,7 +815,17 @@ def parse_args(argv=None):
                    "(llama3 defaults LOW 1, HIGH 4, ORIG 8192)")
     p.add_argument("--max-pos", type=int)
     p.add_argument("--rms-eps", type=float)
-    p.add_argument("--sliding-window", type=int, help="mistral/qwen2 sliding window (tokens)")
+    p.add_argument("--sliding-window", type=int,
+                   help="mistral / gemma2 / gemma3 (local layers) sliding window (tokens)")
+    p.add_argument("--query-pre-attn-scalar", type=int,
+                   help="gemma2/gemma3 attention scale^-2 (default head_dim)")
+    p.add_argument("--sliding-window-pattern", type=int,
+                   help="gemma2/gemma3: every Nth layer is global (default 2 / 6)")
+    p.add_argument("--rope-local-theta", type=float, help="gemma3 local layers' RoPE base (1e4)")
+    p.add_argument("--attn-softcap", type=float, help="attention logit soft-cap, 0 = none "
+                   "(default gemma2 50, gemma3 none)")
+    p.add_argument("--final-softcap", type=float, help="final logit soft-cap, 0 = none "
+                   "(default gemma2 30, gemma3 none)")
     p.add_argument("--experts", type=int, help="mixture of experts: experts per sparse layer")
     p.add_argument("--experts-per-tok", type=int, help="experts a token uses (top-k)")
     p.add_argument("--moe-intermediate", type=int, help="qwen2moe/qwen3moe expert width")
@@ -729,7 +854,8 @@ def build_shape(args) -> tuple[ModelShape, str | None]:
     for k in ("arch", "hidden", "intermediate", "layers", "heads", "kv_heads", "head_dim",
               "vocab", "tied", "qkv_bias", "rope_theta", "max_pos", "rms_eps", "sliding_window",
               "experts", "experts_per_tok", "moe_intermediate", "shared_intermediate",
-              "norm_topk_prob", "decoder_sparse_step"):
+              "norm_topk_prob", "decoder_sparse_step", "query_pre_attn_scalar",
+              "sliding_window_pattern", "rope_local_theta", "attn_softcap", "final_softcap"):
         v = getattr(args, k)
         if v is not None:
             base[k] = v
@@ -758,6 +884,22 @@ def build_shape(args) -> tuple[ModelShape, str | None]:
     m = ModelShape(**base)
     m.validate()
     return m, tok_name
+
+
+def check_gemma_gguf(m: ModelShape):
+    """GGUF Gemma files cannot say what llama.cpp fixes (GEMMA_GGUF_FIXED): refuse shapes that
+    differ, since the file would describe another model."""
+    fixed = GEMMA_GGUF_FIXED[m.arch]
+    qpas = m.hidden // m.heads if m.layers == fixed["layers_27b"] else m.head_dim
+    if m.gemma_pattern() != fixed["pattern"]:
+        raise SystemExit(f"GGUF {m.arch}: every {fixed['pattern']}th layer is global "
+                         "(drop --sliding-window-pattern for --gguf)")
+    if m.gemma_qpas() != qpas:
+        raise SystemExit(f"GGUF {m.arch}: query_pre_attn_scalar is {qpas} for this shape")
+    if fixed["local_theta"] is not None and m.rope_local_theta != fixed["local_theta"]:
+        raise SystemExit(f"GGUF {m.arch}: the local RoPE base is {fixed['local_theta']}")
+    if m.arch == "gemma3" and any(m.softcaps()):
+        raise SystemExit("GGUF gemma3: no soft-capping")
 
 
 def check_output_path(path: str, allow: bool):
@@ -841,6 +983,8 @@ def main(argv=None) -> int:
         if m.rope_scaling.kind == "llama3":
             rope_factors = llama3_rope_factors(m)
             gg.add_tensor("rope_freqs.weight", rope_factors.shape, gw.GGML_F32)
+        if m.arch in GEMMA_ARCHS:
+            check_gemma_gguf(m)
         if m.experts and (m.decoder_sparse_step != 1 or m.mlp_only_layers):
             raise SystemExit("GGUF MoE files have experts in every layer (llama.cpp); drop "
                              "--decoder-sparse-step / --mlp-only-layers for --gguf")
@@ -862,6 +1006,8 @@ def main(argv=None) -> int:
             if gg:
                 if s.permute_heads:
                     x = gw.llama_permute_qk(x, x.shape[0] // m.head_dim)
+                if s.gguf_offset:
+                    x = x + np.float32(s.gguf_offset)
                 gg.write_tensor_data(s.gguf_name, gw.encode_rows(x, gtype_t))
     if st:
         st.close()

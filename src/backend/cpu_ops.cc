@@ -16,11 +16,17 @@ CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, Si
       pool_(pool),
       level_(level),
       rope_(model.config.rope_params(), max_positions) {
-  attn_shape_.num_heads = config_.num_heads;
-  attn_shape_.num_kv_heads = config_.num_kv_heads;
-  attn_shape_.head_dim = config_.head_dim;
-  attn_shape_.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-  attn_shape_.sliding_window = config_.sliding_window;
+  if (config_.rope_local_theta > 0.0f)
+    rope_local_ = RopeTable(config_.rope_local_params(), max_positions);
+  AttentionShape shape;
+  shape.num_heads = config_.num_heads;
+  shape.num_kv_heads = config_.num_kv_heads;
+  shape.head_dim = config_.head_dim;
+  shape.scale = config_.AttentionScale();
+  shape.softcap = config_.attn_logit_softcap;
+  attn_shape_.assign(config_.num_layers, shape);
+  for (int l = 0; l < config_.num_layers; ++l)
+    attn_shape_[l].sliding_window = config_.LayerWindow(l);
   for (const LayerWeights& l : model.weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
       packed_.Add(*w, pool);
@@ -35,7 +41,7 @@ CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, Si
 
 void CpuOps::BindKvCache(KvCacheStorage* kv) {
   kv_ = kv;
-  attn_shape_.block_size = kv->shape().block_size;
+  for (AttentionShape& s : attn_shape_) s.block_size = kv->shape().block_size;
 }
 
 float* CpuOps::Scratch(int slot, int64_t floats) {
@@ -84,6 +90,14 @@ void CpuOps::Add(float* x, const float* y, int64_t n) {
 
 void CpuOps::SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   SiluMulAtLevel(level_, gate, up, out, n);
+}
+
+void CpuOps::GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  GeluTanhMulAtLevel(level_, gate, up, out, n);
+}
+
+void CpuOps::Scale(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void CpuOps::MoeFfn(const MoeWeights& w, const MoeConfig& c, const float* h, float* out,
@@ -161,15 +175,17 @@ void CpuOps::MoeFfn(const MoeWeights& w, const MoeConfig& c, const float* h, flo
   }
 }
 
-void CpuOps::Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) {
+void CpuOps::Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
+                  int kv_heads) {
+  const RopeTable& rope = config_.LayerUsesLocalRope(layer) ? rope_local_ : rope_;
   const int64_t qd = int64_t{q_heads} * config_.head_dim;
   const int64_t kvd = int64_t{kv_heads} * config_.head_dim;
   int64_t t = 0;
   for (const SequenceChunk& s : batch.seqs) {
     for (int i = 0; i < s.num_tokens; ++i, ++t) {
       const int pos = s.start_pos + i;
-      rope_.Apply(q + t * qd, q_heads, pos);
-      rope_.Apply(k + t * kvd, kv_heads, pos);
+      rope.Apply(q + t * qd, q_heads, pos);
+      rope.Apply(k + t * kvd, kv_heads, pos);
     }
   }
 }
@@ -188,7 +204,7 @@ void CpuOps::WriteKv(int layer, const ForwardBatch& batch, const float* k, const
 }
 
 void CpuOps::PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) {
-  PagedAttentionAt(level_, attn_shape_, q, LayerView(layer), batch.seqs, out, pool_);
+  PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), batch.seqs, out, pool_);
 }
 
 void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, ForwardOutput* out) {

@@ -37,9 +37,12 @@ class CpuOps : public ForwardOps {
   void Add(float* x, const float* y, int64_t n) override;
   void AddAllReduced(float* x, float* y, int64_t n) override { Add(x, y, n); }
   void SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
+  void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) override;
+  void Scale(float* x, float s, int64_t n) override;
   void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
               int64_t rows) override;
-  void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) override;
+  void Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
+            int kv_heads) override;
   void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override;
   void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override;
   void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
@@ -55,9 +58,12 @@ class CpuOps : public ForwardOps {
   ThreadPool* pool_;
   SimdLevel level_;
   RopeTable rope_;
+  // The local layers' table (Gemma 3); empty unless ModelConfig::rope_local_theta is set.
+  RopeTable rope_local_;
   // Load-time packed copies of the matrices for the MatMul kernels (empty when unused).
   PackedWeights packed_;
-  AttentionShape attn_shape_;
+  // Per layer: the shared shape with the layer's sliding window.
+  std::vector<AttentionShape> attn_shape_;
   KvCacheStorage* kv_ = nullptr;
   std::array<std::vector<float>, 16> scratch_;  // grown on demand, reused across steps
   std::vector<float> rot_;  // [head_dim] smoothing / rotation scratch for KV writes

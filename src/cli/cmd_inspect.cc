@@ -190,6 +190,19 @@ CommandFn RegisterInspect(CLI::App& app) {
                c.rope_interleaved ? "(interleaved pairs)" : "(rotate_half)");
     fmt::print("qkv bias:           {}\n", c.attention_bias ? "yes" : "no");
     fmt::print("q/k norm:           {}\n", c.qk_norm ? "yes" : "no");
+    if (c.sliding_window > 0) {
+      int local = 0;
+      for (int l = 0; l < c.num_layers; ++l) local += c.LayerWindow(l) > 0 ? 1 : 0;
+      fmt::print("sliding window:     {} tokens on {} of {} layers{}\n", c.sliding_window, local,
+                 c.num_layers,
+                 c.rope_local_theta > 0.0f
+                     ? fmt::format(" (their RoPE theta {}, unscaled)", c.rope_local_theta)
+                     : "");
+    }
+    if (c.attn_logit_softcap > 0.0f || c.final_logit_softcap > 0.0f) {
+      fmt::print("soft-caps:          attention {} final logits {}\n", c.attn_logit_softcap,
+                 c.final_logit_softcap);
+    }
     if (moe.num_experts > 0) {
       fmt::print("experts:            {} of {} per token (width {}{}, {})\n",
                  moe.num_experts_per_tok, moe.num_experts, moe.expert_intermediate,

@@ -44,7 +44,7 @@ constexpr InertFlag kFlags[] = {
     {"--logprobs-mode", nullptr, Arity::kValue, "raw_logprobs",
      "logprobs are the raw model's (vLLM's default raw_logprobs)"},
     {"--disable-sliding-window", nullptr, Arity::kSwitch, nullptr,
-     "no supported architecture uses a sliding window"},
+     "sliding windows always apply as the model config says (Mistral, Gemma 2 / 3)"},
     {"--disable-cascade-attn", nullptr, Arity::kSwitch, nullptr,
      "the CPU attention kernel has no cascade variant"},
     {"--skip-tokenizer-init", nullptr, Arity::kSwitch, "",

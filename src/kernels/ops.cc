@@ -10,6 +10,8 @@
 namespace pagellm {
 namespace {
 
+using kernels_internal::kGeluC1;
+using kernels_internal::kGeluC3;
 using kernels_internal::OpsTable;
 
 void RmsNormRowScalar(const float* x, const float* weight, int64_t dim, float eps, float* out) {
@@ -26,6 +28,15 @@ void SiluMulScalar(const float* gate, const float* up, float* out, int64_t n) {
     const float g = gate[i];
     const float e = std::exp(-std::fabs(g));
     out[i] = g * (g >= 0.0f ? 1.0f : e) / (1.0f + e) * up[i];
+  }
+}
+
+void GeluTanhMulScalar(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float z = g * (kGeluC1 + kGeluC3 * (g * g));
+    const float e = std::exp(-std::fabs(z));
+    out[i] = g * (z >= 0.0f ? 1.0f : e) / (1.0f + e) * up[i];
   }
 }
 
@@ -53,8 +64,8 @@ int64_t ArgMaxScalar(const float* x, int64_t n) {
   return best < 0 ? 0 : best;
 }
 
-constexpr OpsTable kScalarOps = {RmsNormRowScalar, SiluMulScalar, AddInPlaceScalar, SoftmaxScalar,
-                                 ArgMaxScalar};
+constexpr OpsTable kScalarOps = {RmsNormRowScalar, SiluMulScalar, GeluTanhMulScalar,
+                                 AddInPlaceScalar, SoftmaxScalar, ArgMaxScalar};
 
 const OpsTable& OpsAt(SimdLevel level) {
   const CpuFeatures& f = GetCpuFeatures();
@@ -84,6 +95,11 @@ void SiluMulAtLevel(SimdLevel level, const float* gate, const float* up, float* 
   OpsAt(level).silu_mul(gate, up, out, n);
 }
 
+void GeluTanhMulAtLevel(SimdLevel level, const float* gate, const float* up, float* out,
+                        int64_t n) {
+  OpsAt(level).gelu_tanh_mul(gate, up, out, n);
+}
+
 void AddInPlaceAtLevel(SimdLevel level, float* x, const float* y, int64_t n) {
   OpsAt(level).add_in_place(x, y, n);
 }
@@ -105,6 +121,15 @@ void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t
 
 void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   SiluMulAtLevel(ActiveSimdLevel(), gate, up, out, n);
+}
+
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  GeluTanhMulAtLevel(ActiveSimdLevel(), gate, up, out, n);
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
 }
 
 void AddInPlace(float* x, const float* y, int64_t n) {

@@ -18,6 +18,14 @@ void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t
 // out may alias gate or up.
 void SiluMul(const float* gate, const float* up, float* out, int64_t n);
 
+// out[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(g) = g/2 · (1 + tanh(sqrt(2/pi) ·
+// (g + 0.044715 g³))) (PyTorch's approximate="tanh"); ~1e-7 relative error. out may alias gate
+// or up.
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n);
+
+// In place: x[i] = cap · tanh(x[i] / cap) (logit soft-capping). cap > 0.
+void SoftCap(float* x, int64_t n, float cap);
+
 // x[i] += y[i].
 void AddInPlace(float* x, const float* y, int64_t n);
 
@@ -33,6 +41,7 @@ int64_t ArgMax(const float* x, int64_t n);
 void RmsNormAtLevel(SimdLevel level, const float* x, const float* weight, float eps, float* out,
                     int64_t n_rows, int64_t dim);
 void SiluMulAtLevel(SimdLevel level, const float* gate, const float* up, float* out, int64_t n);
+void GeluTanhMulAtLevel(SimdLevel level, const float* gate, const float* up, float* out, int64_t n);
 void AddInPlaceAtLevel(SimdLevel level, float* x, const float* y, int64_t n);
 void SoftmaxAtLevel(SimdLevel level, float* x, int64_t n);
 int64_t ArgMaxAtLevel(SimdLevel level, const float* x, int64_t n);

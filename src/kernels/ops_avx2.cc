@@ -62,6 +62,28 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// gelu_tanh(g) * u as g · sigmoid(z) · u, z = g (kGeluC1 + kGeluC3 g²) (ops_internal.h).
+inline __m256 GeluTanhMul8(__m256 g, __m256 u) {
+  const __m256 z = _mm256_mul_ps(
+      g, _mm256_fmadd_ps(_mm256_set1_ps(kGeluC3), _mm256_mul_ps(g, g), _mm256_set1_ps(kGeluC1)));
+  const __m256 abs = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), z);
+  const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), abs));
+  const __m256 neg = _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ);
+  const __m256 num = _mm256_mul_ps(g, _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, neg));
+  return _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, GeluTanhMul8(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) {
+    StorePartial(out + i, n - i,
+                 GeluTanhMul8(LoadPartial(gate + i, n - i), LoadPartial(up + i, n - i)));
+  }
+}
+
 void AddInPlace(float* x, const float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -121,6 +143,6 @@ int64_t ArgMax(const float* x, int64_t n) {
 
 }  // namespace
 
-const OpsTable kOps = {RmsNormRow, SiluMul, AddInPlace, Softmax, ArgMax};
+const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul, AddInPlace, Softmax, ArgMax};
 
 }  // namespace pagellm::kernels_internal::avx2

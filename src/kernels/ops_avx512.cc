@@ -56,6 +56,29 @@ void SiluMul(const float* gate, const float* up, float* out, int64_t n) {
   }
 }
 
+// gelu_tanh(g) * u as g · sigmoid(z) · u, z = g (kGeluC1 + kGeluC3 g²) (ops_internal.h).
+inline __m512 GeluTanhMul16(__m512 g, __m512 u) {
+  const __m512 z = _mm512_mul_ps(
+      g, _mm512_fmadd_ps(_mm512_set1_ps(kGeluC3), _mm512_mul_ps(g, g), _mm512_set1_ps(kGeluC1)));
+  const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(z)));
+  const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+  const __m512 num = _mm512_mul_ps(g, _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), neg, e));
+  return _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), u);
+}
+
+void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(out + i, GeluTanhMul16(_mm512_loadu_ps(gate + i), _mm512_loadu_ps(up + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512 r =
+        GeluTanhMul16(_mm512_maskz_loadu_ps(m, gate + i), _mm512_maskz_loadu_ps(m, up + i));
+    _mm512_mask_storeu_ps(out + i, m, r);
+  }
+}
+
 void AddInPlace(float* x, const float* y, int64_t n) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -121,6 +144,6 @@ int64_t ArgMax(const float* x, int64_t n) {
 
 }  // namespace
 
-const OpsTable kOps = {RmsNormRow, SiluMul, AddInPlace, Softmax, ArgMax};
+const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul, AddInPlace, Softmax, ArgMax};
 
 }  // namespace pagellm::kernels_internal::avx512

@@ -83,6 +83,51 @@ TEST(OpsTest, SiluMulAccurateOverWideRange) {
   }
 }
 
+TEST(OpsTest, GeluTanhMulAccurateOverWideRange) {
+  // PyTorch's gelu(approximate="tanh") in float64, times up.
+  auto ref_at = [](double g, double u) {
+    return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * u;
+  };
+  std::vector<float> gate;
+  for (int i = -30000; i <= 30000; ++i) gate.push_back(static_cast<float>(i) * 1e-3f);
+  for (float v :
+       {0.0f, -0.0f, 9.0f, -9.0f, 88.0f, -88.0f, -200.0f, 1e10f, -1e10f, 1e-30f, -1e-30f}) {
+    gate.push_back(v);
+  }
+  const int64_t n = static_cast<int64_t>(gate.size());
+  std::mt19937 rng(14);
+  for (bool unit_up : {true, false}) {
+    std::vector<float> up = unit_up ? std::vector<float>(n, 1.0f) : RandomVector(rng, n);
+    for (SimdLevel level : AvailableLevels()) {
+      std::vector<float> out(n);
+      GeluTanhMulAtLevel(level, gate.data(), up.data(), out.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        const double ref = ref_at(gate[i], up[i]);
+        ASSERT_FALSE(std::isnan(out[i])) << SimdLevelName(level) << " g=" << gate[i];
+        // For g < -5 the result is a tiny tail of ~exp(-1.6 |g|^3 / 22): relative 1e-6 of it
+        // or an absolute allowance at the float32 resolution of the inputs.
+        ASSERT_NEAR(out[i], ref, 2e-6 * std::fabs(ref) + 1e-7 * std::fabs(up[i]) * 1e-6)
+            << SimdLevelName(level) << " g=" << gate[i] << " u=" << up[i];
+      }
+      for (int64_t len : {1, 5, 8, 15, 17, 31}) {
+        std::vector<float> g(gate.begin() + 1000, gate.begin() + 1000 + len);
+        GeluTanhMulAtLevel(level, g.data(), up.data() + 1000, g.data(), len);
+        ASSERT_EQ(0, std::memcmp(g.data(), out.data() + 1000, len * sizeof(float)));
+      }
+    }
+  }
+}
+
+TEST(OpsTest, SoftCapIsCapTimesTanh) {
+  std::vector<float> x = {0.0f, 1.0f, -3.0f, 30.0f, 1e6f, -1e6f, 1e-20f};
+  const std::vector<float> in = x;
+  SoftCap(x.data(), static_cast<int64_t>(x.size()), 30.0f);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double ref = 30.0 * std::tanh(static_cast<double>(in[i]) / 30.0);
+    EXPECT_NEAR(x[i], ref, 1e-6 * std::fabs(ref) + 1e-30) << in[i];
+  }
+}
+
 TEST(OpsTest, AddInPlaceExact) {
   std::mt19937 rng(13);
   for (int64_t n : {1, 9, 16, 100}) {

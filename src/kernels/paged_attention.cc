@@ -49,8 +49,9 @@ void AttendScalar(const AttendArgs& a) {
           sc[j] =
               (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) *
               s.scale;
-          mx = std::max(mx, sc[j]);
         }
+        if (s.softcap > 0.0f) SoftCapScores(sc, n, s.softcap);
+        for (int j = 0; j < n; ++j) mx = std::max(mx, sc[j]);
         const float corr = std::exp(aq.m[g] - mx);  // 0 on the first tile (m = -inf)
         float sum = 0.0f;
         for (int j = 0; j < n; ++j) sum += (sc[j] = std::exp(sc[j] - mx));

@@ -14,6 +14,7 @@
 // identical however it is scheduled.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 
@@ -31,6 +32,8 @@ struct AttentionShape {
   int block_size = 16;
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
   int sliding_window = 0;  // 0 = unlimited; else a query at p sees positions > p - window
+  // > 0: each scaled score s becomes softcap · tanh(s / softcap) before the softmax (Gemma 2).
+  float softcap = 0.0f;
 };
 
 // Positions per task (see above); long contexts split so that one decode token keeps every
@@ -130,6 +133,14 @@ inline void PrefetchKvRows(const AttentionShape& s, const KvLayerView& kv,
 
 // Positions per tile of the online softmax (both levels).
 inline constexpr int kTile = 16;
+
+// Soft-caps the n scores of a tile in place (AttentionShape::softcap): the scalar reference
+// (the SIMD kernels use an exp-based tanh of the same accuracy class). Called once per tile,
+// only when a cap is set.
+inline void SoftCapScores(float* scores, int n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int j = 0; j < n; ++j) scores[j] = cap * std::tanh(scores[j] * inv);
+}
 // Most query tokens per task, and the accumulator floats (queries x group x head_dim) a run
 // may hold, so that its accumulators and the decoded K/V tile stay in L1.
 inline constexpr int kMaxQueryRun = 16;

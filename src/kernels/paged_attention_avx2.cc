@@ -106,6 +106,17 @@ inline float Dot(const float* q, const float* row, int d) {
   return HSum8(acc);
 }
 
+// 8 scores soft-capped: cap · tanh(s / cap) = cap · sign(s) · (1 - e) / (1 + e) with
+// e = exp(-2 |s| / cap) <= 1 (no overflow); ~1e-7 · cap absolute error.
+inline __m256 SoftCap8(__m256 s, float cap) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = Exp(_mm256_mul_ps(_mm256_andnot_ps(sign, s), _mm256_set1_ps(-2.0f / cap)));
+  const __m256 t = _mm256_mul_ps(_mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e)),
+                                 _mm256_set1_ps(cap));
+  return _mm256_or_ps(t, _mm256_and_ps(sign, s));
+}
+
 }  // namespace
 
 void AttendAvx2(const AttendArgs& a) {
@@ -156,10 +167,12 @@ void AttendAvx2(const AttendArgs& a) {
       for (int g = 0; g < group; ++g) {
         const float* q = aq.q + int64_t{g} * d;
         float mx = aq.m[g];
-        for (int j = 0; j < n; ++j) {
-          sc[j] = Dot(q, krow[j], d) * s.scale;
-          mx = std::max(mx, sc[j]);
+        for (int j = 0; j < n; ++j) sc[j] = Dot(q, krow[j], d) * s.scale;
+        if (s.softcap > 0.0f) {
+          _mm256_store_ps(sc, SoftCap8(_mm256_load_ps(sc), s.softcap));
+          _mm256_store_ps(sc + 8, SoftCap8(_mm256_load_ps(sc + 8), s.softcap));
         }
+        for (int j = 0; j < n; ++j) mx = std::max(mx, sc[j]);
         for (int j = n; j < kTile; ++j) sc[j] = mx;  // exp(0), zeroed below
         const __m256 vmx = _mm256_set1_ps(mx);
         const __m256 e0 = Exp(_mm256_sub_ps(_mm256_load_ps(sc), vmx));

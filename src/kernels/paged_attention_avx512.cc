@@ -152,6 +152,17 @@ inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// 16 scores soft-capped: cap · tanh(s / cap) = cap · sign(s) · (1 - e) / (1 + e) with
+// e = exp(-2 |s| / cap) <= 1 (no overflow); ~1e-7 · cap absolute error.
+inline __m512 SoftCap16(__m512 s, float cap) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = Exp(_mm512_mul_ps(_mm512_abs_ps(s), _mm512_set1_ps(-2.0f / cap)));
+  const __m512 t = _mm512_mul_ps(_mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e)),
+                                 _mm512_set1_ps(cap));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
+}
+
 // Raw dot products of q (d floats) with n rows, into lanes 0..n-1 (others 0).
 template <int NC>
 inline __m512 DotsFixed(const float* q, const float* const* rows, int n) {
@@ -420,7 +431,9 @@ void AttendAvx512(const AttendArgs& a) {
         }
         if (int_rows)
           sc = _mm512_fmadd_ps(sc, k_s, _mm512_mul_ps(k_z, _mm512_set1_ps(qsum[qi * group + g])));
-        sc = _mm512_mask_mov_ps(neg_inf, valid, _mm512_mul_ps(sc, vscale));
+        sc = _mm512_mul_ps(sc, vscale);
+        if (s.softcap > 0.0f) sc = SoftCap16(sc, s.softcap);
+        sc = _mm512_mask_mov_ps(neg_inf, valid, sc);
         const float mx = std::max(aq.m[g], _mm512_reduce_max_ps(sc));
         const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
         const float corr = aq.m[g] == -std::numeric_limits<float>::infinity()

@@ -215,7 +215,9 @@ struct Fixture {
             const size_t base = (static_cast<size_t>(p) * shape.num_kv_heads + g) * d;
             double dot = 0;
             for (int x = 0; x < d; ++x) dot += static_cast<double>(qv[x]) * kval(base + x);
-            sc.push_back(dot * shape.scale);
+            const double scaled = dot * shape.scale;
+            sc.push_back(shape.softcap > 0 ? shape.softcap * std::tanh(scaled / shape.softcap)
+                                           : scaled);
           }
           const double mx = *std::max_element(sc.begin(), sc.end());
           double sum = 0;
@@ -279,6 +281,39 @@ TEST(PagedAttentionTest, EveryDtypeMatchesFloat64ReferenceAndNeverReadsUnusedSlo
         }
         EXPECT_LE(worst, FormatTolerance(dt))
             << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " vs unquantised K/V";
+      }
+    }
+  }
+}
+
+TEST(PagedAttentionTest, SoftCapMatchesFloat64ReferenceAtEveryLevel) {
+  // Gemma 2: scores s -> cap · tanh(s / cap) before the softmax, with and without a window,
+  // head_dim 16/64/128 (the AVX-512 transposed and fixed-width paths) and a generic one; the
+  // scale is large enough that the cap changes the output.
+  ThreadPool pool(2);
+  for (KvCacheDtype dt : {KvCacheDtype::kFloat32, KvCacheDtype::kInt8}) {
+    for (AttentionShape s : {Shape(8, 4, 16, 16), Shape(4, 1, 64, 5, /*window=*/9),
+                             Shape(4, 2, 128, 16), Shape(2, 2, 48, 7, /*window=*/6)}) {
+      s.scale = 1.0f;
+      s.softcap = 2.5f;
+      const Fixture f(s, kRagged, 21, dt);
+      AttentionShape uncapped_shape = s;
+      uncapped_shape.softcap = 0.0f;
+      Fixture uncapped = f;
+      uncapped.shape = uncapped_shape;
+      const std::vector<double> ref = f.Reference(/*decoded=*/true);
+      const std::vector<double> plain = uncapped.Reference(/*decoded=*/true);
+      double effect = 0;
+      for (size_t i = 0; i < ref.size(); ++i)
+        effect = std::max(effect, std::abs(ref[i] - plain[i]));
+      EXPECT_GT(effect, 1e-2) << "the cap should change the output";
+      for (SimdLevel level : Levels()) {
+        const std::vector<float> out = f.Run(level, &pool);
+        for (size_t i = 0; i < out.size(); ++i) {
+          ASSERT_NEAR(out[i], ref[i], 3e-5 * (1 + std::abs(ref[i])))
+              << KvCacheDtypeName(dt) << " head_dim " << s.head_dim << " level "
+              << static_cast<int>(level) << " at " << i;
+        }
       }
     }
   }

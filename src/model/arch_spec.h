@@ -15,6 +15,7 @@
 #include "base/forward_batch.h"
 #include "kernels/weight_matrix.h"
 #include "model/forward_ops.h"
+#include "model/gguf_file.h"
 #include "model/json_fields.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -63,6 +64,12 @@ struct ArchTensorNames {
   const char* k_norm;
   // Sparse layers' experts; null for dense families.
   const MoeTensorNames* moe;
+  // Gemma's norms after attention and after the FFN ([hidden]); null for the others.
+  const char* post_attn_norm;
+  const char* post_ffn_norm;
+  // Added to every RMSNorm weight as bound: Gemma computes x̂ · (1 + w) and HF files store w,
+  // while llama.cpp's converter stores 1 + w in GGUF files (then 0).
+  float norm_weight_offset;
 };
 
 // The model loader's view of a checkpoint's tensors (model/model_loader.cc): each call checks
@@ -118,10 +125,15 @@ struct ArchSpec {
   bool shared_expert;
   // GGUF q/k rows are permuted for adjacent-pair RoPE (llama.cpp's llama converter).
   bool gguf_rope_interleaved;
+  // The FFN activation; config.json's hidden_activation / hidden_act must name it.
+  FfnActivation activation;
   // Reads the architecture's own config.json fields (after the common ones) into `config`;
   // Unimplemented for settings the graph cannot run.
   Status (*parse_hf_fields)(const JsonFields& fields, const std::string& source,
                             ModelConfig* config);
+  // Reads the architecture's own GGUF metadata (after the common keys; `prefix` is
+  // "{general.architecture}."); null when it has none.
+  Status (*parse_gguf_fields)(const GgufFile& gguf, const std::string& prefix, ModelConfig* config);
 
   const ArchTensorNames* hf_tensors;
   const ArchTensorNames* gguf_tensors;

@@ -8,9 +8,9 @@ namespace pagellm {
 namespace {
 
 TEST(ArchSpecTest, EveryArchitectureHasOneCompleteRow) {
-  for (Architecture a :
-       {Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2, Architecture::kQwen3,
-        Architecture::kMixtral, Architecture::kQwen2Moe, Architecture::kQwen3Moe}) {
+  for (Architecture a : {Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2,
+                         Architecture::kQwen3, Architecture::kMixtral, Architecture::kQwen2Moe,
+                         Architecture::kQwen3Moe, Architecture::kGemma2, Architecture::kGemma3}) {
     const ArchSpec& s = GetArchSpec(a);
     EXPECT_EQ(s.arch, a);
     EXPECT_EQ(FindArchByHfName(s.hf_name), &s);
@@ -34,8 +34,10 @@ TEST(ArchSpecTest, EveryArchitectureHasOneCompleteRow) {
   EXPECT_EQ(FindArchByGgufName("llama", false)->arch, Architecture::kLlama);
   EXPECT_EQ(SupportedArchitecturesList(),
             "LlamaForCausalLM (Llama 1/2/3, SmolLM), MistralForCausalLM, Qwen2ForCausalLM, "
-            "Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM");
-  EXPECT_EQ(SupportedGgufArchitecturesList(), "llama, qwen2, qwen3, qwen2moe, qwen3moe");
+            "Qwen3ForCausalLM, MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM, "
+            "Gemma2ForCausalLM, Gemma3ForCausalLM");
+  EXPECT_EQ(SupportedGgufArchitecturesList(),
+            "llama, qwen2, qwen3, qwen2moe, qwen3moe, gemma2, gemma3");
 }
 
 TEST(ArchSpecTest, LlamaFamilyCountsAndSizing) {

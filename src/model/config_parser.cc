@@ -114,11 +114,17 @@ StatusOr<ModelConfig> ParseHfConfig(const std::string& config_json_text,
   ASSIGN_OR_RETURN(c.tie_word_embeddings, f.BoolOr("tie_word_embeddings", false));
   c.rope_interleaved = false;  // HF checkpoints store q/k for rotate_half
 
-  ASSIGN_OR_RETURN(std::optional<std::string> act, f.String("hidden_act"));
-  if (act && *act != "silu") {
-    return UnimplementedError(
-        fmt::format("{}: unsupported hidden_act '{}' (only silu)", src, *act));
+  // Gemma configs name the activation hidden_activation (Gemma 2 writes both keys).
+  ASSIGN_OR_RETURN(std::optional<std::string> act, f.String("hidden_activation"));
+  if (!act) {
+    ASSIGN_OR_RETURN(act, f.String("hidden_act"));
   }
+  const char* want = spec->activation == FfnActivation::kSilu ? "silu" : "gelu_pytorch_tanh";
+  if (act && *act != want) {
+    return UnimplementedError(fmt::format("{}: unsupported hidden_act '{}' ({} uses {})", src, *act,
+                                          c.hf_architecture, want));
+  }
+  c.activation = spec->activation;
   ASSIGN_OR_RETURN(bool mlp_bias, f.BoolOr("mlp_bias", false));
   if (mlp_bias) return UnimplementedError(src + ": 'mlp_bias' true is not supported");
 
@@ -260,6 +266,7 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
   c.rope_interleaved = spec->gguf_rope_interleaved;
   c.attention_bias = spec->qkv_bias;
   c.qk_norm = spec->qk_norm;
+  c.activation = spec->activation;
   const std::string p = arch + ".";
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "embedding_length", &c.hidden_size));
   RETURN_IF_ERROR(RequiredGgufInt(g, p + "feed_forward_length", &c.intermediate_size));
@@ -360,6 +367,8 @@ StatusOr<ModelConfig> ParseGgufConfig(const GgufFile& g) {
         fmt::format("{}: 'tokenizer.ggml.tokens' has {} tokens but the model vocabulary is {}",
                     g.name(), n_tokens, c.vocab_size));
   }
+
+  if (spec->parse_gguf_fields != nullptr) RETURN_IF_ERROR(spec->parse_gguf_fields(g, p, &c));
 
   c.tie_word_embeddings = g.FindTensor("output.weight") == nullptr;
   if (const TensorView* q = g.FindTensor("blk.0.attn_q.weight")) c.weight_dtype = q->dtype;

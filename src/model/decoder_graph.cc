@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/ops.h"
+
 namespace pagellm {
 namespace {
 
@@ -34,6 +36,51 @@ int64_t DecoderActivationFloats(const ModelConfig& c, int64_t t, int64_t rows) {
                                  std::max<int64_t>(hidden, m.expert_intermediate) + 2 * widest);
   return t * (3 * hidden + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * int64_t{c.intermediate_size}) +
          rows * (hidden + c.vocab_size) + moe;
+}
+
+void EmitDecoderOutputs(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                        const float* x, int logit_in_slot, ForwardOutput* out) {
+  const ModelConfig& c = model.config;
+  const ModelWeights& mw = model.weights;
+  const int64_t hidden = c.hidden_size;
+  // Gather the rows that need logits, normalise them and project to the vocabulary.
+  out->row_offset.clear();
+  int64_t rows = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    out->row_offset.push_back(static_cast<int32_t>(rows));
+    rows += s.all_logits ? s.num_tokens : 1;
+  }
+  float* logit_in = ops.Scratch(logit_in_slot, rows * hidden);
+  int64_t r = 0, t = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    const int64_t first = s.all_logits ? t : t + s.num_tokens - 1;
+    const int64_t n = s.all_logits ? s.num_tokens : 1;
+    ops.RmsNorm(x + first * hidden, mw.final_norm.data(), c.rms_norm_eps, logit_in + r * hidden, n,
+                hidden);
+    r += n;
+    t += s.num_tokens;
+  }
+  ops.Logits(mw.lm_head, logit_in, rows, out);
+  if (c.final_logit_softcap > 0.0f) {
+    SoftCap(out->logits.data(), static_cast<int64_t>(out->logits.size()), c.final_logit_softcap);
+  }
+
+  // Hidden states for the sequences that asked (embeddings), checked once per sequence.
+  out->hidden.clear();
+  out->hidden_offset.clear();
+  t = 0;
+  int64_t hidden_rows = 0;
+  for (const SequenceChunk& s : batch.seqs) {
+    out->hidden_offset.push_back(s.hidden_states ? static_cast<int32_t>(hidden_rows) : -1);
+    if (s.hidden_states) {
+      out->hidden.resize(static_cast<size_t>((hidden_rows + s.num_tokens) * hidden));
+      ops.RmsNorm(x + t * hidden, mw.final_norm.data(), c.rms_norm_eps,
+                  out->hidden.data() + hidden_rows * hidden, s.num_tokens, hidden);
+      hidden_rows += s.num_tokens;
+    }
+    t += s.num_tokens;
+  }
+  out->hidden_size = static_cast<int32_t>(hidden);
 }
 
 void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
@@ -69,7 +116,7 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
       ops.RmsNorm(q, w.q_norm.data(), c.rms_norm_eps, q, t_count * c.num_heads, c.head_dim);
       ops.RmsNorm(k, w.k_norm.data(), c.rms_norm_eps, k, t_count * c.num_kv_heads, c.head_dim);
     }
-    ops.Rope(batch, q, c.num_heads, k, c.num_kv_heads);
+    ops.Rope(l, batch, q, c.num_heads, k, c.num_kv_heads);
     ops.WriteKv(l, batch, k, v);
     ops.PagedAttention(l, batch, q, attn);
     const MatMulOutput o[] = {{&w.wo, proj}};
@@ -90,41 +137,7 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     ops.AddAllReduced(x, proj, t_count * hidden);
   }
 
-  // Gather the rows that need logits, normalise them and project to the vocabulary.
-  out->row_offset.clear();
-  int64_t rows = 0;
-  for (const SequenceChunk& s : batch.seqs) {
-    out->row_offset.push_back(static_cast<int32_t>(rows));
-    rows += s.all_logits ? s.num_tokens : 1;
-  }
-  float* logit_in = ops.Scratch(kLogitIn, rows * hidden);
-  int64_t r = 0, t = 0;
-  for (const SequenceChunk& s : batch.seqs) {
-    const int64_t first = s.all_logits ? t : t + s.num_tokens - 1;
-    const int64_t n = s.all_logits ? s.num_tokens : 1;
-    ops.RmsNorm(x + first * hidden, mw.final_norm.data(), c.rms_norm_eps, logit_in + r * hidden, n,
-                hidden);
-    r += n;
-    t += s.num_tokens;
-  }
-  ops.Logits(mw.lm_head, logit_in, rows, out);
-
-  // Hidden states for the sequences that asked (embeddings), checked once per sequence.
-  out->hidden.clear();
-  out->hidden_offset.clear();
-  t = 0;
-  int64_t hidden_rows = 0;
-  for (const SequenceChunk& s : batch.seqs) {
-    out->hidden_offset.push_back(s.hidden_states ? static_cast<int32_t>(hidden_rows) : -1);
-    if (s.hidden_states) {
-      out->hidden.resize(static_cast<size_t>((hidden_rows + s.num_tokens) * hidden));
-      ops.RmsNorm(x + t * hidden, mw.final_norm.data(), c.rms_norm_eps,
-                  out->hidden.data() + hidden_rows * hidden, s.num_tokens, hidden);
-      hidden_rows += s.num_tokens;
-    }
-    t += s.num_tokens;
-  }
-  out->hidden_size = static_cast<int32_t>(hidden);
+  EmitDecoderOutputs(model, batch, ops, x, kLogitIn, out);
 }
 
 }  // namespace pagellm

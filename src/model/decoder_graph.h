@@ -28,6 +28,13 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
 
 // Floats of activation scratch ForwardDecoder asks for in a step of `num_tokens` tokens and
 // `num_logit_rows` logits rows (logits included).
+// The outputs every decoder graph ends with, from the residual stream x [T][hidden]: logits
+// of the rows that need them (final RMSNorm, lm_head, then cap · tanh(logit / cap) with
+// ModelConfig::final_logit_softcap) through scratch slot `logit_in_slot`, and the final-normed
+// hidden states of the sequences that asked for them.
+void EmitDecoderOutputs(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                        const float* x, int logit_in_slot, ForwardOutput* out);
+
 int64_t DecoderActivationFloats(const ModelConfig& config, int64_t num_tokens,
                                 int64_t num_logit_rows);
 

@@ -45,20 +45,27 @@ class ForwardOps {
   virtual void AddAllReduced(float* x, float* y, int64_t n) = 0;
   // out = silu(gate) ⊙ up over n floats (out may alias gate).
   virtual void SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // out = gelu_tanh(gate) ⊙ up over n floats (out may alias gate); gelu_tanh(g) =
+  // g/2 · (1 + tanh(sqrt(2/pi) · (g + 0.044715 g³))) (Gemma's GeGLU).
+  virtual void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) = 0;
+  // x *= s over n floats.
+  virtual void Scale(float* x, float s, int64_t n) = 0;
 
   // out [rows][hidden] = the mixture-of-experts FFN (MoeConfig's rule) of the normed input
   // h [rows][hidden]. Bitwise batch-invariant: a row's result depends only on that row.
   virtual void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
                       int64_t rows) = 0;
 
-  // Rotary embedding in place at each token's position (batch order): q [T][q_heads][head_dim],
-  // k [T][kv_heads][head_dim].
-  virtual void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) = 0;
+  // Rotary embedding in place at each token's position (batch order), with `layer`'s RoPE
+  // (ModelConfig::LayerUsesLocalRope): q [T][q_heads][head_dim], k [T][kv_heads][head_dim].
+  virtual void Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
+                    int kv_heads) = 0;
   // Stores each token's K and V ([T][kv_heads][head_dim]) into its slot of `layer`'s paged
   // cache (block_table[pos / block_size], pos % block_size), in the layer's KV format.
   virtual void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) = 0;
   // out [T][q_dim] = causal attention of q [T][q_dim] over `layer`'s paged cache (after
-  // WriteKv of this step's tokens).
+  // WriteKv of this step's tokens), with the layer's window (ModelConfig::LayerWindow), the
+  // model's score scale and soft-cap.
   virtual void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) = 0;
   // out->logits [rows][vocab] = x [rows][hidden] · lm_headᵀ in host memory; sets vocab_size.
   virtual void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,

@@ -26,6 +26,9 @@ const ArchTensorNames kLlamaHfTensors = {
     "self_attn.q_norm.weight",
     "self_attn.k_norm.weight",
     nullptr,
+    nullptr,
+    nullptr,
+    0.0f,
 };
 
 const ArchTensorNames kLlamaGgufTensors = {
@@ -48,6 +51,9 @@ const ArchTensorNames kLlamaGgufTensors = {
     "attn_q_norm.weight",
     "attn_k_norm.weight",
     nullptr,
+    nullptr,
+    nullptr,
+    0.0f,
 };
 
 Status ParseLlamaHfFields(const JsonFields& f, const std::string& src, ModelConfig* c) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 namespace pagellm {
 namespace {
@@ -73,6 +74,18 @@ Status ModelConfig::Validate() const {
                                s.original_max_position_embeddings, 1, kMaxPositions));
   }
   RETURN_IF_ERROR(CheckRange("sliding_window", sliding_window, 0, kMaxPositions));
+  if (!sliding_layers.empty() && static_cast<int>(sliding_layers.size()) != num_layers) {
+    return Bad(fmt::format("{} per-layer attention types for {} layers", sliding_layers.size(),
+                           num_layers));
+  }
+  for (const auto& [name, v] : {std::pair{"rope_local_base_freq", rope_local_theta},
+                                {"embedding scale", embedding_scale},
+                                {"attention scale", attention_scale},
+                                {"attn_logit_softcapping", attn_logit_softcap},
+                                {"final_logit_softcapping", final_logit_softcap}}) {
+    if (!(v >= 0.0f) || !std::isfinite(v))
+      return Bad(fmt::format("{} {} must be finite and not negative", name, v));
+  }
   if (moe.num_experts != 0) {
     RETURN_IF_ERROR(CheckRange("num_experts", moe.num_experts, 1, kMaxExperts));
     RETURN_IF_ERROR(CheckRange("num_experts_per_tok", moe.num_experts_per_tok, 1, moe.num_experts));

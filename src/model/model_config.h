@@ -1,6 +1,7 @@
 // Hyper-parameters of a Llama-family decoder, normalised from HF config.json or GGUF metadata.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,9 +14,27 @@ namespace pagellm {
 
 // Llama 1/2/3 and SmolLM are kLlama; Mistral differs only by sliding window; Qwen2/2.5 adds
 // q/k/v biases; Qwen3 drops them for a per-head RMSNorm of q and k. Mixtral, Qwen2-MoE and
-// Qwen3-MoE are those decoders with a mixture-of-experts FFN. Each has one ArchSpec row
-// (model/arch_spec.h) that says everything else.
-enum class Architecture { kLlama, kMistral, kQwen2, kQwen3, kMixtral, kQwen2Moe, kQwen3Moe };
+// Qwen3-MoE are those decoders with a mixture-of-experts FFN. Gemma 2 and Gemma 3 add GeGLU,
+// post-norms, soft-capping and interleaved local (sliding-window) and global layers
+// (model/gemma_family.h). Each has one ArchSpec row (model/arch_spec.h) that says everything
+// else.
+enum class Architecture {
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kMixtral,
+  kQwen2Moe,
+  kQwen3Moe,
+  kGemma2,
+  kGemma3
+};
+
+// The gated FFN's activation: out = act(h·Wgate) ⊙ (h·Wup).
+enum class FfnActivation {
+  kSilu,      // SwiGLU (Llama, Qwen, Mistral)
+  kGeluTanh,  // GeGLU with the tanh GELU (Gemma: gelu_pytorch_tanh)
+};
 
 // A mixture-of-experts FFN: per token, p = softmax(h · routerᵀ) over all experts, the
 // num_experts_per_tok largest p (ties to the lower expert id) select SwiGLU experts of width
@@ -63,6 +82,22 @@ struct ModelConfig {
   bool qk_norm = false;
   bool tie_word_embeddings = false;
   int sliding_window = 0;  // 0 = full attention
+  // Which layers the window applies to ([num_layers], 1 = local sliding-window layer); empty:
+  // every layer (Mistral). Gemma 2 alternates local and global, Gemma 3 has 5 local per global.
+  std::vector<uint8_t> sliding_layers;
+  // RoPE base of the local layers, unscaled (Gemma 3's rope_local_base_freq); 0: the local
+  // layers use rope_theta and rope_scaling like the global ones.
+  float rope_local_theta = 0.0f;
+  FfnActivation activation = FfnActivation::kSilu;
+  // Gemma: x = embedding · embedding_scale (sqrt(hidden)); 0 = no scaling.
+  float embedding_scale = 0.0f;
+  // Attention scores are q·k · attention_scale; 0 = 1/sqrt(head_dim) (Gemma:
+  // query_pre_attn_scalar^-1/2).
+  float attention_scale = 0.0f;
+  // Soft-capping s -> cap · tanh(s / cap) of the attention scores (after scaling) and of the
+  // final logits (Gemma 2); 0 = none.
+  float attn_logit_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
   MoeConfig moe;
   DType weight_dtype = DType::kF32;  // dtype of the bulk of the matrices (for reports)
   int32_t bos_token_id = -1;
@@ -72,9 +107,25 @@ struct ModelConfig {
   Status Validate() const;
   int64_t q_dim() const { return int64_t{num_heads} * head_dim; }
   int64_t kv_dim() const { return int64_t{num_kv_heads} * head_dim; }
+  // The sliding window of `layer` (0 = full attention).
+  int LayerWindow(int layer) const {
+    return sliding_layers.empty() || sliding_layers[layer] != 0 ? sliding_window : 0;
+  }
+  // Whether `layer` uses the local RoPE table (rope_local_params).
+  bool LayerUsesLocalRope(int layer) const {
+    return rope_local_theta > 0.0f && LayerWindow(layer) > 0;
+  }
+  float AttentionScale() const {
+    return attention_scale > 0.0f ? attention_scale
+                                  : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
   // The RoPE table's inputs (kernels/rope.h) from the rope_* fields.
   RopeParams rope_params() const {
     return RopeParams{head_dim, rope_theta, rope_scaling, rope_freq_divisors, rope_interleaved};
+  }
+  // The local layers' RoPE (rope_local_theta, no scaling); only when rope_local_theta > 0.
+  RopeParams rope_local_params() const {
+    return RopeParams{head_dim, rope_local_theta, RopeScaling{}, {}, rope_interleaved};
   }
 };
 

@@ -43,6 +43,9 @@ struct LayerWeights {
   WeightMatrix w_up;                  // [intermediate, hidden]
   WeightMatrix w_down;                // [hidden, intermediate]
   MoeWeights moe;                     // sparse layers: the experts instead of w_gate/w_up/w_down
+  // Gemma: norms of the attention output and of the FFN output before their residual adds
+  // ([hidden] each, as applied: 1 + w); empty for the other families.
+  std::vector<float> post_attn_norm, post_ffn_norm;
   // fp8 KV cache scales of this layer from the checkpoint (vLLM's self_attn.k_scale/v_scale,
   // older k_proj/v_proj.output_scale, legacy kv_scale): a stored e4m3 value times the scale is
   // the real K (V), defined on raw post-RoPE K. 0 = the checkpoint carries none (then
