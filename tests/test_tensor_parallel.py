@@ -64,6 +64,16 @@ def test_random_model_tp2_tp4_match_tp1_on_both_transports(pagellm_binary, rando
     assert got == want
 
 
+def test_gemma3_tp2_matches_tp1(pagellm_binary, scratch_dir, shared_dir):
+    """Gemma 3 (post-norms over the all-reduced projections, sliding-window layers, GeGLU)."""
+    path = os.path.join(scratch_dir, "tp-gemma3")
+    assert gen_model.main(["--quiet", "--preset", "tiny-gemma3",
+                           "--out", path, "--shared-dir", shared_dir]) == 0
+    want, _ = generate(pagellm_binary, path, 1, scratch_dir)
+    got, _ = generate(pagellm_binary, path, 2, scratch_dir, btl="self,vader")
+    assert got == want
+
+
 def test_shared_model_tp2_matches_tp1_with_preemption(pagellm_binary, stories_model,
                                                       scratch_dir):
     # 12 blocks of 4 tokens cannot hold the four requests at once: some are preempted and

@@ -36,6 +36,7 @@ class CpuOps : public ForwardOps {
   void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override;
   void Add(float* x, const float* y, int64_t n) override;
   void AddAllReduced(float* x, float* y, int64_t n) override { Add(x, y, n); }
+  void AllReduce(float* /*y*/, int64_t /*n*/) override {}
   void SiluMul(const float* gate, const float* up, float* out, int64_t n) override;
   void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) override;
   void Scale(float* x, float s, int64_t n) override;

@@ -44,6 +44,8 @@ class TensorParallelOps : public ForwardOps {
   }
   void Add(float* x, const float* y, int64_t n) override { inner_.Add(x, y, n); }
   void AddAllReduced(float* x, float* y, int64_t n) override;
+  // Sums x [n] over the ranks unless a collective of this step already failed.
+  void AllReduce(float* x, int64_t n) override;
   void SiluMul(const float* gate, const float* up, float* out, int64_t n) override {
     inner_.SiluMul(gate, up, out, n);
   }
@@ -51,8 +53,13 @@ class TensorParallelOps : public ForwardOps {
               int64_t rows) override {
     inner_.MoeFfn(w, config, h, out, rows);
   }
-  void Rope(const ForwardBatch& batch, float* q, int q_heads, float* k, int kv_heads) override {
-    inner_.Rope(batch, q, q_heads, k, kv_heads);
+  void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) override {
+    inner_.GeluTanhMul(gate, up, out, n);
+  }
+  void Scale(float* x, float s, int64_t n) override { inner_.Scale(x, s, n); }
+  void Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
+            int kv_heads) override {
+    inner_.Rope(layer, batch, q, q_heads, k, kv_heads);
   }
   void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override {
     inner_.WriteKv(layer, batch, k, v);
@@ -64,9 +71,6 @@ class TensorParallelOps : public ForwardOps {
               ForwardOutput* out) override;
 
  private:
-  // Sums x [n] over the ranks unless a collective of this step already failed.
-  void AllReduce(float* x, int64_t n);
-
   ForwardOps& inner_;
   Communicator& group_;
   const int32_t full_vocab_;

@@ -43,6 +43,9 @@ class ForwardOps {
   // projection whose input columns are split across ranks: attention output, MLP down), summed
   // in rank order; y is overwritten. One rank (no group): Add(x, y, n).
   virtual void AddAllReduced(float* x, float* y, int64_t n) = 0;
+  // y [n] = the sum of every rank's partial y, in rank order (for a projection that must be
+  // whole before it is normed, as Gemma's post-norms need). One rank (no group): unchanged.
+  virtual void AllReduce(float* y, int64_t n) = 0;
   // out = silu(gate) ⊙ up over n floats (out may alias gate).
   virtual void SiluMul(const float* gate, const float* up, float* out, int64_t n) = 0;
   // out = gelu_tanh(gate) ⊙ up over n floats (out may alias gate); gelu_tanh(g) =

@@ -62,6 +62,7 @@ void ForwardGemma(const LoadedModel& model, const ForwardBatch& batch, ForwardOp
     ops.PagedAttention(l, batch, q, attn);
     const MatMulOutput o[] = {{&w.wo, proj}};
     ops.MatMul(o, attn, t_count);
+    ops.AllReduce(proj, t_count * hidden);  // whole before its norm under tensor parallelism
     ops.RmsNorm(proj, w.post_attn_norm.data(), eps, proj, t_count, hidden);
     ops.Add(x, proj, t_count * hidden);
     // GeGLU MLP, its output normed before the residual add.
@@ -71,6 +72,7 @@ void ForwardGemma(const LoadedModel& model, const ForwardBatch& batch, ForwardOp
     ops.GeluTanhMul(gate, up, gate, t_count * inter);
     const MatMulOutput down[] = {{&w.w_down, proj}};
     ops.MatMul(down, gate, t_count);
+    ops.AllReduce(proj, t_count * hidden);
     ops.RmsNorm(proj, w.post_ffn_norm.data(), eps, proj, t_count, hidden);
     ops.Add(x, proj, t_count * hidden);
   }

@@ -136,6 +136,8 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
     s.q_norm = f.q_norm;
     s.k_norm = f.k_norm;
     s.ffn_norm = f.ffn_norm;
+    s.post_attn_norm = f.post_attn_norm;  // Gemma: norms of the replicated residual stream
+    s.post_ffn_norm = f.post_ffn_norm;
     s.w_gate = RowSlice(f.w_gate, l.inter_begin, l.inter);
     s.w_up = RowSlice(f.w_up, l.inter_begin, l.inter);
     ASSIGN_OR_RETURN(s.w_down, ColumnSlice(f.w_down, l.inter_begin, l.inter,
