@@ -54,9 +54,9 @@ void FitAffine(const float* x, int n, int levels, bool min_le_zero, float* s_out
     for (int i = 0; i < n; ++i) {
       q[i] = Clamp(static_cast<int>(std::lround((x[i] - mn) * iscale)), 0, levels);
       sq += q[i];
-      sqq += double{q[i]} * q[i];
+      sqq += static_cast<double>(q[i]) * q[i];
       sx += x[i];
-      sqx += double{q[i]} * x[i];
+      sqx += static_cast<double>(q[i]) * x[i];
     }
     // Least squares for (s, b) given the codes: [sqq sq; sq n] [s; b] = [sqx; sx].
     const double det = sqq * n - sq * sq;
