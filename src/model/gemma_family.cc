@@ -5,6 +5,8 @@
 #include <cmath>
 #include <optional>
 
+#include "model/llama_family.h"
+
 namespace pagellm {
 
 const ArchTensorNames kGemmaHfTensors = {
@@ -225,15 +227,7 @@ Status BindGemmaWeights(const ArchTensorNames& n, TensorBinder& b, ModelConfig* 
     ASSIGN_OR_RETURN(l.post_ffn_norm, NormVector(b, p + n.post_ffn_norm, hidden, off));
   }
   ASSIGN_OR_RETURN(w->final_norm, NormVector(b, n.final_norm, hidden, off));
-  if (!b.Has(n.lm_head)) config->tie_word_embeddings = true;
-  if (config->tie_word_embeddings) {
-    w->lm_head = w->embed;
-    b.Ignore(n.lm_head);
-  } else {
-    ASSIGN_OR_RETURN(w->lm_head, b.Matrix(n.lm_head, c.vocab_size, hidden));
-  }
-  config->weight_dtype = w->layers[0].wq.dtype;
-  return Status::Ok();
+  return BindOutputHead(n, b, config, w);
 }
 
 int64_t CountGemmaParameters(const ModelConfig& c, const ShardDims& d) {

@@ -148,12 +148,17 @@ Status BindLlamaFamilyWeights(const ArchTensorNames& n, TensorBinder& b, ModelCo
     ASSIGN_OR_RETURN(l.w_down, b.Matrix(p + n.w_down, hidden, inter));
   }
   ASSIGN_OR_RETURN(w->final_norm, b.Vector(n.final_norm, hidden));
+  return BindOutputHead(n, b, config, w);
+}
+
+Status BindOutputHead(const ArchTensorNames& n, TensorBinder& b, ModelConfig* config,
+                      ModelWeights* w) {
   if (!b.Has(n.lm_head)) config->tie_word_embeddings = true;
   if (config->tie_word_embeddings) {
     w->lm_head = w->embed;
     b.Ignore(n.lm_head);
   } else {
-    ASSIGN_OR_RETURN(w->lm_head, b.Matrix(n.lm_head, c.vocab_size, hidden));
+    ASSIGN_OR_RETURN(w->lm_head, b.Matrix(n.lm_head, config->vocab_size, config->hidden_size));
   }
   config->weight_dtype = w->layers[0].wq.dtype;
   return Status::Ok();

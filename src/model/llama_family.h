@@ -23,5 +23,10 @@ Status ParseQwen3HfFields(const JsonFields& fields, const std::string& source, M
 Status BindLlamaFamilyWeights(const ArchTensorNames& names, TensorBinder& binder,
                               ModelConfig* config, ModelWeights* weights);
 int64_t CountLlamaFamilyParameters(const ModelConfig& config, const ShardDims& dims);
+// The output head every family binds the same way: lm_head, or the embedding when the config
+// ties them or the file has no lm_head (then tie_word_embeddings is set); also records the
+// model's weight dtype (that of layer 0's q_proj). Call after embed and the layers are bound.
+Status BindOutputHead(const ArchTensorNames& names, TensorBinder& binder, ModelConfig* config,
+                      ModelWeights* weights);
 
 }  // namespace pagellm
