@@ -405,3 +405,39 @@ def test_python_llm_takes_the_quantization_argument(shared_dir, tmp_path_factory
         pagellm_module.LLM(model=awq, quantization="gptq", kv_cache_memory_bytes=1 << 24)
     with pytest.raises(NotImplementedError, match="quantization='fp8'"):
         pagellm_module.LLM(model=awq, quantization="fp8")
+
+
+def test_pagellm_quantize_writes_hf_checkpoints(shared_dir, tmp_path_factory, pagellm_binary,
+                                                tmp_path):
+    """`pagellm quantize DIR OUT rtn|awq|gptq` runs the quantizers: rtn is the tool's
+    round-to-nearest AutoAWQ file byte for byte; awq and gptq (searched on TinyStories) write
+    checkpoints of their formats that generate; bad requests are one-line errors."""
+    src, tool_rtn = make_checkpoint(shared_dir, tmp_path_factory, "awq_g64_llama2xs")
+    text = os.path.join(shared_dir, "data", "tinystories_sample.txt")
+    rtn = str(tmp_path / "rtn")
+    r = subprocess.run([pagellm_binary, "quantize", src, rtn, "rtn", "--group-size", "64"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "rtn int4 group 64 checkpoint written" in r.stdout, r.stdout
+    with open(os.path.join(rtn, "model.safetensors"), "rb") as a, \
+            open(os.path.join(tool_rtn, "model.safetensors"), "rb") as b:
+        assert a.read() == b.read()
+    calib = ["--calib-text", text, "--calib-docs", "4", "--calib-tokens", "64"]
+    for method, flags, quant_method in (("awq", ["--group-size", "64"], "awq"),
+                                        ("gptq", ["--group-size", "64", "--asym", "--desc-act"],
+                                         "gptq")):
+        out = str(tmp_path / method)
+        r = subprocess.run([pagellm_binary, "quantize", src, out, method] + flags + calib,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        assert "layer 5/5" in r.stderr, r.stderr  # progress per layer
+        cfg = json.load(open(os.path.join(out, "config.json")))
+        assert cfg["quantization_config"]["quant_method"] == quant_method
+        g = run_generate(pagellm_binary, out)
+        assert g.returncode == 0, g.stderr
+    for args, message in (([src, str(tmp_path / "x"), "awq"], "give --calib-text"),
+                          ([src, str(tmp_path / "y"), "rtn", "--bits", "8"], "gptq only"),
+                          ([text, str(tmp_path / "z"), "rtn"], "float Hugging Face model")):
+        r = subprocess.run([pagellm_binary, "quantize"] + args, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode != 0 and message in r.stderr, r.stderr

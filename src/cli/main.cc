@@ -114,7 +114,9 @@ int main(int argc, char** argv) {
       pagellm::cli::RegisterServe);
   add("eval", "Accuracy: perplexity of a text, KL divergence of a KV cache dtype",
       pagellm::cli::RegisterEval);
-  add("quantize", "Write a GGUF file quantized to a llama.cpp preset (Q4_K_M, Q5_K_S, IQ4_XS, ...)",
+  add("quantize",
+      "Write a GGUF file quantized to a llama.cpp preset (Q4_K_M, Q5_K_S, IQ4_XS, ...), or an "
+      "AWQ / GPTQ / int4 Hugging Face checkpoint",
       pagellm::cli::RegisterQuantize);
 
   // vLLM's multi-letter aliases, which CLI11 cannot declare (its short names are one letter),
