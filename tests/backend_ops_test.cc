@@ -107,6 +107,62 @@ std::vector<ForwardBatch> RandomSchedule(const OpsCase& c, int num_blocks, uint3
   return steps;
 }
 
+// A long-context schedule: one sequence prefills `depth` tokens in chunks of 1024 (the last one
+// shorter), then decodes 3 single tokens and one 5-token run (a speculative verification); a
+// second, short sequence shares every step so that the batch is ragged. Logits only for the last
+// token of each chunk, except the verification run (all its rows). Block tables are shuffled as
+// in RandomSchedule, so the long sequence's blocks are scattered over the poisoned pool.
+std::vector<ForwardBatch> LongSchedule(const OpsCase& c, int depth, int num_blocks, uint32_t seed,
+                                       std::vector<ScheduledSeq>* seqs) {
+  std::mt19937 rng(seed);
+  auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  std::vector<int32_t> free_blocks(num_blocks - 1);
+  for (int b = 0; b < num_blocks - 1; ++b) free_blocks[b] = b + 1;
+  std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+  size_t next_block = 0;
+  seqs->resize(2);
+  const int lengths[2] = {depth + 3 + 5, 48};
+  const int prompts[2] = {depth, 40};
+  for (int i = 0; i < 2; ++i) {
+    ScheduledSeq& s = (*seqs)[i];
+    s.prompt_len = prompts[i];
+    for (int t = 0; t < lengths[i]; ++t) s.tokens.push_back(uniform(0, c.model.vocab - 1));
+    const int blocks = (lengths[i] + c.block_size - 1) / c.block_size;
+    for (int b = 0; b < blocks; ++b) s.block_table.push_back(free_blocks.at(next_block++));
+  }
+  std::vector<ForwardBatch> steps;
+  for (bool work = true; work;) {
+    work = false;
+    ForwardBatch batch;
+    for (ScheduledSeq& s : *seqs) {
+      const int32_t len = static_cast<int32_t>(s.tokens.size());
+      if (s.computed >= len) continue;
+      int32_t n;
+      bool verify = false;
+      if (s.computed < s.prompt_len) {
+        n = std::min(1024, s.prompt_len - s.computed);
+      } else if (len - s.computed > 5) {
+        n = 1;
+      } else {
+        n = len - s.computed;
+        verify = true;
+      }
+      SequenceChunk chunk;
+      chunk.num_tokens = n;
+      chunk.start_pos = s.computed;
+      chunk.block_table = s.block_table;
+      chunk.all_logits = verify;
+      batch.seqs.push_back(chunk);
+      batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.computed,
+                             s.tokens.begin() + s.computed + n);
+      s.computed += n;
+      work = true;
+    }
+    if (!batch.seqs.empty()) steps.push_back(std::move(batch));
+  }
+  return steps;
+}
+
 double Nmse(const std::vector<float>& got, const std::vector<float>& want) {
   double err = 0, norm = 0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -164,8 +220,9 @@ class BackendOpsTest : public ::testing::Test {
   }
 
   // Every step of every case: same rows, all finite, NMSE within the case's bound.
+  // depth 0: RandomSchedule; otherwise LongSchedule to that depth.
   void CheckCases(const std::vector<OpsCase>& cases, const BackendUnderTest& test,
-                  const BackendUnderTest& reference, uint32_t seeds) {
+                  const BackendUnderTest& reference, uint32_t seeds, int depth = 0) {
     for (const OpsCase& c : cases) {
       std::unique_ptr<LoadedModel> model = WriteAndLoad(c.model);
       ASSERT_NE(model, nullptr) << c.name;
@@ -173,7 +230,9 @@ class BackendOpsTest : public ::testing::Test {
         const std::string what = fmt::format("{} (seed {})", c.name, seed);
         std::vector<ScheduledSeq> seqs;
         const int num_blocks = 5 * ((c.model.context + c.block_size - 1) / c.block_size) + 3;
-        const std::vector<ForwardBatch> steps = RandomSchedule(c, num_blocks, seed, &seqs);
+        const std::vector<ForwardBatch> steps =
+            depth > 0 ? LongSchedule(c, depth, num_blocks, seed, &seqs)
+                      : RandomSchedule(c, num_blocks, seed, &seqs);
         int64_t tokens = 0;
         for (const ForwardBatch& b : steps) tokens += static_cast<int64_t>(b.token_ids.size());
         double test_s = 0, ref_s = 0;
@@ -281,6 +340,44 @@ TEST_F(BackendOpsTest, SameBackendIsBitwiseDeterministic) {
   const std::vector<ForwardOutput> y = Run(c, *model, b, steps, num_blocks, &s);
   ASSERT_EQ(x.size(), y.size());
   for (size_t i = 0; i < x.size(); ++i) EXPECT_EQ(x[i].logits, y[i].logits) << "step " << i;
+}
+
+// The attention kernels at long context (prefill chunks of 1024 at depths up to 16K, decode and
+// a verification run at the end) against the scalar reference, for every KV dtype, on a pool
+// that starts NaN-poisoned and hands out scattered blocks: the tiled prefill and the split
+// decode paths must never read a slot no token wrote. One layer, 2 query heads over 1 KV head
+// (GQA), head_dim 32, so that the scalar reference's O(depth^2) prefill stays short (16K for the
+// 16-bit cache, the long-context default; 2-4K for the others, whose scalar decoders are slow).
+TEST_F(BackendOpsTest, LongContextAttentionMatchesScalarReference) {
+  TinyModelSpec m = SmallModel(false, testing::kGgmlF32, true);
+  m.layers = 1;
+  m.heads = 2;
+  m.kv_heads = 1;
+  m.head_dim = 32;
+  BackendUnderTest reference{"scalar", BackendOptions(&pool_, 64)};
+  reference.options.cpu_simd_level = SimdLevel::kScalar;
+  const struct {
+    int depth;
+    KvCacheDtype dtype;
+    double max_nmse;
+  } runs[] = {{4096, KvCacheDtype::kFloat32, 1e-8},
+              {2048, KvCacheDtype::kFp8E4m3, 1e-4},
+              {4096, KvCacheDtype::kInt4, 1e-3},
+              {4096, KvCacheDtype::kInt8, 1e-4},
+              {16384, KvCacheDtype::kBFloat16, 1e-5}};
+  for (const auto& r : runs) {
+    m.context = r.depth + 64;
+    BackendUnderTest test{SimdLevelName(ActiveSimdLevel()), BackendOptions(&pool_, m.context)};
+    reference.options = BackendOptions(&pool_, m.context);
+    reference.options.cpu_simd_level = SimdLevel::kScalar;
+    OpsCase c;
+    c.name = fmt::format("long kv={} depth={}", KvCacheDtypeName(r.dtype), r.depth);
+    c.model = m;
+    c.kv_dtype = r.dtype;
+    c.block_size = 16;
+    c.max_nmse = r.max_nmse;
+    CheckCases({c}, test, reference, /*seeds=*/1, r.depth);
+  }
 }
 
 // Perf mode only: a larger model (float32 and int8 KV, block size 16), so the times mean
