@@ -3,14 +3,14 @@
 //   gemv/<type>/<rows>x<cols>/t<threads>/cold   decode, n_tokens = 1, GB/s of weights streamed.
 //       "cold" cycles through enough copies of the matrix (>= 256 MiB) that every call reads its
 //       weights from DRAM, as in a real decode step; "hot" reuses one copy (L2/L3 resident).
-//   gemv/<type>/8192x2048/t<threads>/cold/n<tokens>   Q8_0/Q4_0/Q4_Z with 4 or 16 tokens (the
+//   gemv/<type>/8192x2048/t<threads>/cold/n<tokens>   Q8_0/Q4_0/Q4_Z(128) with 4 or 16 tokens (the
 //       weight-streaming path of speculative verification), GB/s of weights per call.
 //   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
 //
 // Shapes (out x in): 512x2048 (hot: L2-resident, the compute limit of the decode kernels),
 // 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down), 128256x2048 (lm_head, gemv only).
-// PAGELLM_SIMD=avx2|scalar caps the SIMD level. Q8_0/Q4_0/Q4_Z weights are packed as the backend
-// packs them at load (PAGELLM_PACKED_WEIGHTS=0: row-major).
+// PAGELLM_SIMD=avx2|scalar caps the SIMD level. Q8_0/Q4_0/Q4_Z(128) weights are packed as the
+// backend packs them at load (PAGELLM_PACKED_WEIGHTS=0: row-major).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -138,7 +138,7 @@ void BM_Gemm(benchmark::State& state, DType type, int64_t rows, int64_t cols, in
 }
 
 void RegisterAll() {
-  const DType types[] = {DType::kQ4_0, DType::kQ4_Z, DType::kQ8_0,
+  const DType types[] = {DType::kQ4_0, DType::kQ4_Z, DType::kQ4_Z128, DType::kQ8_0,
                          DType::kBF16, DType::kF16,  DType::kF32};
   struct Shape {
     int64_t rows, cols;
@@ -165,7 +165,8 @@ void RegisterAll() {
               ->UseRealTime();
         }
         // Weight-streaming path of speculative verification (k + 1 <= 16 tokens), gate/up shape.
-        if ((t == DType::kQ4_0 || t == DType::kQ4_Z || t == DType::kQ8_0) && s.rows == 8192) {
+        if ((t == DType::kQ4_0 || t == DType::kQ4_Z || t == DType::kQ4_Z128 || t == DType::kQ8_0) &&
+            s.rows == 8192) {
           for (int64_t n : {4, 16}) {
             benchmark::RegisterBenchmark(
                 ("gemv/" + tn + "/" + sn + th + "/cold/n" + std::to_string(n)).c_str(),

@@ -6,7 +6,7 @@ nearest, packing per the formats' public definitions). Checked here:
   tool's output against the float weights it came from (within half a step per weight);
 - the engine's matrices as its kernels multiply them (`pagellm inspect --dump-weights`, after
   the repack at load, act-order permutation undone) equal the numpy dequantization bit for bit,
-  for AWQ (groups 32 / 64, modules_to_not_convert) and GPTQ (4 and 8 bits, sym and asym,
+  for AWQ (groups 32 / 64 / 128, modules_to_not_convert) and GPTQ (4 and 8 bits, sym and asym,
   act-order, group -1, both zero-point conventions);
 - greedy decoding equals a float64 reference forward over the numpy-dequantized weights
   (tests/reference_forward.py, rounding activations to 8 bits and K/V to float16 as the engine
@@ -51,8 +51,16 @@ CASES = {
     "gptq8_g32_asym_v2_llama2xs": ("llama2xs-279K", ["--method", "gptq", "--bits", "8",
                                                      "--group-size", "32", "--asym",
                                                      "--checkpoint-format", "gptq_v2"]),
+    # Groups of 128 (Q4_Z128); babyllama's down_proj has 352 inputs, which AWQ's groups must
+    # divide (so it stays float), and which GPTQ's groups of 128 leave ragged (so it is Q4_Z).
+    "awq_g128_babyllama_skip_down": ("babyllama-tok105", ["--method", "awq", "--group-size", "128",
+                                                          "--modules-to-not-convert",
+                                                          "down_proj"]),
+    "gptq4_g128_asym_v2_babyllama": ("babyllama-tok105", ["--method", "gptq", "--group-size",
+                                                          "128", "--asym", "--checkpoint-format",
+                                                          "gptq_v2"]),
 }
-GREEDY_CASES = ["awq_g64_llama2xs", "awq_g32_babyllama_skip_down",
+GREEDY_CASES = ["awq_g64_llama2xs", "awq_g32_babyllama_skip_down", "awq_g128_babyllama_skip_down",
                 "gptq4_g32_asym_v2_actorder_babyllama", "gptq8_rowgroup_sym_v1_babyllama"]
 
 
@@ -187,13 +195,24 @@ def test_engine_matrices_equal_numpy_dequantization(shared_dir, tmp_path_factory
     assert q["method"] == cfg["quantization_config"]["quant_method"]
     assert q["bits"] == cfg["quantization_config"]["bits"]
     assert q["file_bytes"] == quantized_tensor_bytes(path)
-    # The repacked layout's bytes: Q4_Z (19 bytes per 32) for 4 bits, Q8_0 (34 per 32) or F32
-    # for 8 bits; weights_bytes counts what the kernels read.
-    repacked = sum(info["dtype_bytes"].get(t, 0) for t in ("Q4_Z", "Q8_0"))
+    # The repacked layout's bytes: for 4 bits Q4_Z128 (67 bytes per 128) where every 128
+    # inputs share a group, else Q4_Z (19 bytes per 32); Q8_0 (34 per 32) or F32 for 8 bits;
+    # weights_bytes counts what the kernels read.
+    repacked = sum(info["dtype_bytes"].get(t, 0) for t in ("Q4_Z", "Q4_Z128", "Q8_0"))
     assert info["repacked_bytes"] >= repacked
     if cfg["quantization_config"]["bits"] == 4:
-        n = sum(ref[name].size for name in quantized)
-        assert info["dtype_bytes"]["Q4_Z"] == n // 32 * 19
+        g = cfg["quantization_config"]["group_size"]
+        z32 = z128 = 0
+        for name in quantized:
+            out_features, in_features = ref[name].shape
+            if (g if g > 0 else in_features) % 128 == 0 and in_features % 128 == 0:
+                z128 += ref[name].size // 128 * 67
+            else:
+                z32 += ref[name].size // 32 * 19
+        assert info["dtype_bytes"].get("Q4_Z", 0) == z32, case
+        assert info["dtype_bytes"].get("Q4_Z128", 0) == z128, case
+        if "g128" in case:
+            assert z128 > 0, case
 
 
 def quantized_tensor_bytes(path):

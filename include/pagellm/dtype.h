@@ -28,6 +28,8 @@ enum class DType : uint8_t {
   kIQ4_XS,  // 256: fp16 d, 8 x 6-bit scales, nibbles into the IQ4_NL table      (136 bytes)
   // pagellm's own: the layout AWQ / GPTQ 4-bit checkpoints are repacked into (never in a file).
   kQ4_Z,  // 32: fp16 d, uint8 zero point z, 16 B nibbles; x = d * (q - z)         (19 bytes)
+  // The same for groups of 128 inputs (AWQ's and GPTQ's default): one d and z per 128.
+  kQ4_Z128,  // 128: fp16 d, uint8 z, 4 x 16 B nibbles as 4 Q4_0 blocks; d * (q - z) (67 bytes)
 };
 
 // Storage geometry of a type: a row is a sequence of blocks of block_elems elements stored in
@@ -58,10 +60,11 @@ inline constexpr DTypeGeometry kDTypeGeometry[] = {
     {"IQ4_NL", 32, 18},    // kIQ4_NL
     {"IQ4_XS", 256, 136},  // kIQ4_XS
     {"Q4_Z", 32, 19},      // kQ4_Z
+    {"Q4_Z128", 128, 67},  // kQ4_Z128
 };
 inline constexpr int kNumDTypes =
     static_cast<int>(sizeof(kDTypeGeometry) / sizeof(kDTypeGeometry[0]));
-static_assert(static_cast<int>(DType::kQ4_Z) + 1 == kNumDTypes, "one geometry row per DType");
+static_assert(static_cast<int>(DType::kQ4_Z128) + 1 == kNumDTypes, "one geometry row per DType");
 
 constexpr const DTypeGeometry& GetDTypeGeometry(DType t) {
   return kDTypeGeometry[static_cast<int>(t)];
@@ -78,7 +81,7 @@ constexpr int64_t DTypeBlockBytes(DType t) {
 constexpr int64_t DTypeRowBytes(DType t, int64_t n) {
   return n / DTypeBlockElems(t) * DTypeBlockBytes(t);
 }
-// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32", "Q4_1", ..., "IQ4_XS", "Q4_Z"
+// "F32", "F16", "BF16", "Q8_0", "Q4_0", "I32", "Q4_1", ..., "IQ4_XS", "Q4_Z", "Q4_Z128"
 constexpr std::string_view DTypeName(DType t) {
   return GetDTypeGeometry(t).name;
 }
@@ -105,5 +108,15 @@ struct __attribute__((packed)) BlockQ4_Z {
   uint8_t qs[16];  // as Q4_0: element i (i<16) low nibble of qs[i], element i+16 high nibble
 };
 static_assert(sizeof(BlockQ4_Z) == 19);
+
+// Q4_Z with one scale and zero point per 128 inputs (a group of 128 is 4 blocks of 32 that
+// share them): the layout the kernels stream when a checkpoint's groups are multiples of 128.
+// Element 32j + i (i < 16) is the low nibble of qs[16j + i], 32j + 16 + i its high nibble.
+struct __attribute__((packed)) BlockQ4_Z128 {
+  uint16_t d;      // fp16 scale
+  uint8_t z;       // zero point, [0, 16]
+  uint8_t qs[64];  // 4 sub-blocks of 32 elements, each as Q4_0's 16 bytes
+};
+static_assert(sizeof(BlockQ4_Z128) == 67);
 
 }  // namespace pagellm

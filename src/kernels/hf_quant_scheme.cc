@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -72,7 +74,8 @@ struct GptqSource {
   uint16_t Scale(int g, int64_t o) const { return LoadHalf(scales, g * out + o); }
 };
 
-// rows x cols matrix in `dtype` (Q4_Z codes q and zero points z, Q8_0 codes q - z, or F32 values),
+// rows x cols matrix in `dtype` (Q4_Z / Q4_Z128 codes q and zero points z, Q8_0 codes q - z, or
+// F32 values),
 // input j of the stored rows being file input perm[j] (perm null: j). Blocks of 32 stored inputs
 // belong to one group (checked by the caller for the block formats). Walks 32 file inputs at a
 // time over all outputs, so the file rows being read stay in cache; the blocks [b0, b1) of
@@ -97,7 +100,19 @@ void RepackBlocks(const Source& src, DType dtype, const int32_t* perm, int64_t r
       const int g = src.Group(k[0]);
       const int z = src.Zero(g, o);
       const uint16_t d = src.Scale(g, o);
-      if (dtype == DType::kQ4_Z) {
+      if (dtype == DType::kQ4_Z128) {
+        // Sub-block b % 4 of the 128-block b / 4; its group is the whole 128-block's (checked
+        // by the caller), so every sub-block writes the same d and z.
+        uint8_t* blk = row + b / 4 * sizeof(BlockQ4_Z128);
+        uint8_t qs[16] = {};
+        for (int i = 0; i < 32; ++i) {
+          qs[i % 16] |= static_cast<uint8_t>(src.Code(k[i], o) << (i < 16 ? 0 : 4));
+        }
+        const uint8_t zb = static_cast<uint8_t>(z);  // [0, 16]
+        std::memcpy(blk, &d, 2);
+        std::memcpy(blk + 2, &zb, 1);
+        std::memcpy(blk + 3 + 16 * (b % 4), qs, 16);
+      } else if (dtype == DType::kQ4_Z) {
         BlockQ4_Z blk{};
         blk.d = d;
         blk.z = static_cast<uint8_t>(z);  // [0, 16]
@@ -126,18 +141,21 @@ WeightMatrix Repack(const Source& src, DType dtype, const int32_t* perm, int64_t
   m.rows = rows;
   m.cols = cols;
   uint8_t* out = store->Allocate(m.nbytes());
-  const int64_t blocks = cols / 32;
+  // Threads split the columns into whole storage blocks (4 blocks of 32 for Q4_Z128, whose
+  // scale and zero point each of its blocks writes).
+  const int64_t unit = std::max<int64_t>(1, DTypeBlockElems(dtype) / 32);
+  const int64_t units = cols / 32 / unit;
   // At least 2^20 weights per thread: below that a thread costs more than it saves.
   const int64_t threads =
       std::clamp<int64_t>(rows * cols >> 20, 1, std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::thread> workers;
   for (int64_t t = 1; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      RepackBlocks(src, dtype, perm, rows, m.row_bytes(), blocks * t / threads,
-                   blocks * (t + 1) / threads, out);
+      RepackBlocks(src, dtype, perm, rows, m.row_bytes(), units * t / threads * unit,
+                   units * (t + 1) / threads * unit, out);
     });
   }
-  RepackBlocks(src, dtype, perm, rows, m.row_bytes(), 0, blocks / threads, out);
+  RepackBlocks(src, dtype, perm, rows, m.row_bytes(), 0, units / threads * unit, out);
   for (std::thread& w : workers) w.join();
   m.data = out;
   return m;
@@ -154,6 +172,16 @@ bool CodesFitInt8(const Source& src, int64_t rows, int64_t cols) {
     }
   }
   return true;
+}
+
+// PAGELLM_Q4_Z128=0 keeps 4-bit groups of 128 on Q4_Z (A/B runs of the two layouts; the
+// matrices dequantize to the same values).
+bool Q4Z128Enabled() {
+  static const bool enabled = [] {
+    const char* e = std::getenv("PAGELLM_Q4_Z128");
+    return e == nullptr || std::string(e) != "0";
+  }();
+  return enabled;
 }
 
 void KeepParts(std::span<const WeightTensor> parts, WeightMatrix* m) {
@@ -175,7 +203,8 @@ StatusOr<WeightMatrix> BindAwq(const WeightFormat& f, std::span<const WeightTens
   RETURN_IF_ERROR(CheckPart("qzeros", parts[1], DType::kI32, cols / g, rows / 8));
   RETURN_IF_ERROR(CheckPart("scales", parts[2], DType::kF16, cols / g, rows));
   const AwqSource src{parts[0].data, parts[1].data, parts[2].data, rows, g};
-  WeightMatrix m = Repack(src, DType::kQ4_Z, nullptr, rows, cols, store);
+  WeightMatrix m = Repack(src, g % 128 == 0 && Q4Z128Enabled() ? DType::kQ4_Z128 : DType::kQ4_Z,
+                          nullptr, rows, cols, store);
   KeepParts(parts, &m);
   return m;
 }
@@ -222,13 +251,21 @@ StatusOr<WeightMatrix> BindGptq(const WeightFormat& f, std::span<const WeightTen
     std::stable_sort(perm.begin(), perm.end(),
                      [&](int32_t a, int32_t b) { return g_idx[a] < g_idx[b]; });
   }
-  bool blocks_in_one_group = true;
-  for (int64_t j = 0; j < cols && blocks_in_one_group; ++j) {
-    const int64_t k = act_order ? perm[j] : j, k0 = act_order ? perm[j / 32 * 32] : j / 32 * 32;
-    blocks_in_one_group = g_idx[k] == g_idx[k0];
-  }
+  // Whether every run of `size` stored inputs (from a multiple of size) has one group.
+  auto runs_in_one_group = [&](int64_t size) {
+    if (cols % size != 0) return false;
+    for (int64_t j = 0; j < cols; ++j) {
+      const int64_t j0 = j / size * size;
+      if (g_idx[act_order ? perm[j] : j] != g_idx[act_order ? perm[j0] : j0]) return false;
+    }
+    return true;
+  };
   DType dtype = bits == 4 ? DType::kQ4_Z : DType::kQ8_0;
-  if (!blocks_in_one_group || (bits == 8 && !CodesFitInt8(src, rows, cols))) dtype = DType::kF32;
+  if (!runs_in_one_group(32) || (bits == 8 && !CodesFitInt8(src, rows, cols))) {
+    dtype = DType::kF32;
+  } else if (dtype == DType::kQ4_Z && Q4Z128Enabled() && runs_in_one_group(128)) {
+    dtype = DType::kQ4_Z128;
+  }
   const bool permute = act_order && dtype != DType::kF32;
   WeightMatrix m = Repack(src, dtype, permute ? perm.data() : nullptr, rows, cols, store);
   if (permute) {

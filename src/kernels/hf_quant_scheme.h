@@ -19,7 +19,10 @@
 //
 // Repacked layouts, exact (every W[o][k] dequantizes to s * (q - z) in float32, bit for bit):
 //   4 bits -> Q4_Z: one block per 32 inputs, d = s, the zero point z (offset included: [0, 16])
-//             and the codes q as stored.
+//             and the codes q as stored; Q4_Z128 (one d and z per 128 inputs, the kernels
+//             apply them once per 4 blocks) when every 128 stored inputs share a group (group
+//             sizes that are multiples of 128, AWQ's and GPTQ's default; PAGELLM_Q4_Z128=0
+//             keeps Q4_Z).
 //   8 bits -> Q8_0: d = s, code = q - z, when every q - z of the matrix lies in [-128, 127]
 //             (symmetric checkpoints: z = 128); otherwise F32 values s * (q - z).
 //   GPTQ act-order (g_idx other than k / g): the inputs are sorted by group (stable) and the

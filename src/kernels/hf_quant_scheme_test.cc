@@ -141,15 +141,17 @@ StatusOr<WeightMatrix> Bind(const Checkpoint& c, int64_t group, WeightStore* sto
   return f.bind(f, parts, c.rows, c.cols, store);
 }
 
+// Groups of 32 and 64 repack into Q4_Z, multiples of 128 into Q4_Z128 (one scale and zero point
+// per 128 inputs).
 TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ4_Z) {
   std::mt19937 rng(3);
-  for (int64_t group : {32, 64, 128}) {
+  for (int64_t group : {32, 64, 128, 256}) {
     const Checkpoint c =
         MakeCheckpoint(rng, HfQuantMethod::kAwq, 4, 24, 256, Sequential(256, group), 0, 15, 0);
     WeightStore store;
     StatusOr<WeightMatrix> m = Bind(c, group, &store);
     ASSERT_TRUE(m.ok()) << m.status().message();
-    EXPECT_EQ(m->dtype, DType::kQ4_Z);
+    EXPECT_EQ(m->dtype, group % 128 == 0 ? DType::kQ4_Z128 : DType::kQ4_Z) << group;
     EXPECT_EQ(m->input_perm, nullptr);
     EXPECT_EQ(m->num_parts, 3);
     ExpectDefinition(*m, c);
@@ -160,6 +162,7 @@ TEST(HfQuantSchemeTest, AwqRepacksExactlyIntoQ4_Z) {
   WeightStore store;
   StatusOr<WeightMatrix> m = Bind(big, 128, &store);
   ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->dtype, DType::kQ4_Z128);
   ExpectDefinition(*m, big);
 }
 
@@ -174,7 +177,9 @@ TEST(HfQuantSchemeTest, GptqRepacksExactlyUnderBothZeroConventions) {
       WeightStore store;
       StatusOr<WeightMatrix> m = Bind(c, group, &store, /*with_g_idx=*/group != 128);
       ASSERT_TRUE(m.ok()) << m.status().message();
-      EXPECT_EQ(m->dtype, DType::kQ4_Z);
+      // 160 inputs: groups of 128 leave a ragged last group, and one group per row is not a
+      // multiple of 128 either, so every case stays on Q4_Z.
+      EXPECT_EQ(m->dtype, DType::kQ4_Z) << group;
       EXPECT_EQ(m->input_perm, nullptr);
       ExpectDefinition(*m, c);
     }
@@ -232,6 +237,38 @@ TEST(HfQuantSchemeTest, ActOrderPermutesInputsAndMatMulGathersThem) {
     MatMulManyAtLevel(level, {{&*ma, many_a.data()}, {&*mb, many_b.data()}}, x.data(), n, nullptr);
     EXPECT_EQ(0, std::memcmp(got.data(), many_a.data(), got.size() * 4));
     EXPECT_EQ(0, std::memcmp(got_b.data(), many_b.data(), got_b.size() * 4));
+  }
+}
+
+// Act-order groups of 128 sort into runs of 128 inputs with one group: Q4_Z128 with the
+// permutation, equal at every level to MatMul of the unpermuted matrix on gathered inputs.
+// Act-order groups of 64 share Q4_Z blocks but not runs of 128: Q4_Z.
+TEST(HfQuantSchemeTest, ActOrderGroupsOf128UseQ4_Z128) {
+  std::mt19937 rng(12);
+  const int64_t cols = 512;
+  for (int64_t group : {64, 128}) {
+    const Checkpoint c = MakeCheckpoint(rng, HfQuantMethod::kGptq, 4, 48, cols,
+                                        ActOrder(rng, cols, group), 0, 15, 0);
+    WeightStore store;
+    StatusOr<WeightMatrix> m = Bind(c, group, &store);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    EXPECT_EQ(m->dtype, group == 128 ? DType::kQ4_Z128 : DType::kQ4_Z);
+    ASSERT_NE(m->input_perm, nullptr);
+    ExpectDefinition(*m, c);
+    const int64_t n = 2;
+    const std::vector<float> x = RandomVector(rng, n * cols);
+    std::vector<float> xp(n * cols);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t j = 0; j < cols; ++j) xp[t * cols + j] = x[t * cols + m->input_perm[j]];
+    }
+    for (SimdLevel level : AvailableLevels()) {
+      WeightMatrix plain = *m;
+      plain.input_perm = nullptr;
+      std::vector<float> want(n * c.rows), got(n * c.rows);
+      MatMulAtLevel(level, plain, xp.data(), n, want.data(), nullptr);
+      MatMulAtLevel(level, *m, x.data(), n, got.data(), nullptr);
+      EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << SimdLevelName(level);
+    }
   }
 }
 

@@ -106,12 +106,18 @@ inline constexpr int kAvx512FloatRowTile = 4, kAvx512FloatTokenTile = 12;
 inline constexpr int kAvx512QuantRowTile = 16, kAvx512QuantTokenTile = 8;
 
 // The block kernels are instantiated for the weight types of their family: the float ones for
-// F32, F16 and BF16, the quantized ones for Q8_0, Q4_0 and (scalar, AVX2) Q4_Z, whose AVX-512
-// kernel is MatMulQ4ZBlock (weight_format.cc names them).
+// F32, F16 and BF16, the quantized ones for Q8_0, Q4_0 and (scalar, AVX2) Q4_Z and Q4_Z128,
+// whose AVX-512 kernels are MatMulQ4ZBlock<kType> (weight_format.cc names them).
 //
 // Q4_Z (x = d * (u - z), u the nibble, z the block's zero point; act_code_offset 1, so the
 // activation bias field is -sum(q)): isum_b = sum u * q + z * bias_b = sum (u - z) * q, exact,
 // then the fp32 step above.
+//
+// Q4_Z128 (one d_w and z per 128 inputs, i.e. per 4 activation blocks b = 4g..4g+3): the same
+// exact isum_b, then per group g
+//   f = float(isum_4g) * d_x,4g;  f = fma(float(isum_b), d_x,b, f) for the next three b
+//   acc = fma(f, d_w,g, acc)
+// (the weight scale multiplies once per 128 inputs instead of once per block).
 namespace scalar {
 template <DType kType>
 void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
@@ -135,8 +141,9 @@ void MatMulFloatBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 void PrepareQuantActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
-// Q4_Z weights (matmul_q4z_avx512.cc): streams the packed copy (w->packed,
+// Q4_Z / Q4_Z128 weights (matmul_q4z_avx512.cc): streams the packed copy (w->packed,
 // packed_weights.h) when there is one, else packs each 16-row group on the fly. Needs VNNI.
+template <DType kType>
 void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 // F16 weights with a lane-layout copy (w->packed, packed_weights.h), 1..4 tokens; r0 is a
 // multiple of 16. Same results as MatMulFloatBlock on the row-major weights.

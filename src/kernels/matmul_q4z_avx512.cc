@@ -13,6 +13,12 @@
 // 16 bits of the broadcast bias, its sign extension, add nothing; |bias| <= 32 * 127 fits int16).
 // s is the exact int32 sum of (u - z) * q, so results equal the scalar reference bit for bit.
 //
+// Q4_Z128 (one d and z per row and 128 inputs; Q4Z128PackedLayout) loads the scales and zero
+// points once per quad and scales by dw once per quad (matmul_internal.h):
+//   f = float(s_0) * dx_0;  f = fma(float(s_i), dx_i, f), i = 1..3;  acc = fma(f, dw, acc)
+// so per block and token it does one multiply fewer than Q4_Z and Q4_0, and streams 17 cache
+// lines per 16 rows x 128 inputs against Q4_Z's 19 and Q4_0's 18.
+//
 // Decode and verification (<= 16 tokens) stream the packed groups with Q4_0's two-chain block
 // kernel plus the zero term; more tokens unpack a group into a per-thread panel that tiles of 8
 // tokens sweep. Matrices without a packed copy (tests, PAGELLM_PACKED_WEIGHTS=0) pack each group
@@ -31,7 +37,9 @@
 namespace pagellm::kernels_internal::avx512 {
 namespace {
 
-using L = Q4ZPackedLayout;
+// kShared: Q4_Z128 (one scale and zero point per quad), else Q4_Z.
+template <bool kShared>
+using L = Q4ZQuadLayout<kShared>;
 
 constexpr int kRows = kAvx512QuantRowTile;  // 16: rows per group = int32 lanes
 constexpr int kT = kAvx512QuantTokenTile;   // tokens per panel tile
@@ -48,23 +56,27 @@ inline float LoadF32(const uint8_t* p) {
   return v;
 }
 
+template <bool kShared>
 inline void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
   if (stop - quad <= kPrefetchBytes) return;
   const uint8_t* p = quad + kPrefetchBytes;
 #pragma GCC unroll 19
-  for (int64_t i = 0; i < L::kQuadBytes / 64; ++i) {
+  for (int64_t i = 0; i < L<kShared>::kQuadBytes / 64; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(p + 64 * i), _MM_HINT_T0);
   }
 }
 
-// Block i (< 4) of a packed quad: the 16 rows' scales and zero points.
+// Block i (< 4) of a packed quad: the 16 rows' scales and zero points (Q4_Z128: the quad's,
+// for any i).
+template <bool kShared>
 inline __m512 QuadScales(const uint8_t* quad, int i) {
-  return _mm512_cvtph_ps(
-      _mm256_load_si256(reinterpret_cast<const __m256i*>(quad + L::kScalesAt + 32 * i)));
+  return _mm512_cvtph_ps(_mm256_load_si256(
+      reinterpret_cast<const __m256i*>(quad + L<kShared>::kScalesAt + (kShared ? 0 : 32 * i))));
 }
+template <bool kShared>
 inline __m512i QuadZeros(const uint8_t* quad, int i) {
-  return _mm512_cvtepu8_epi32(
-      _mm_load_si128(reinterpret_cast<const __m128i*>(quad + L::kZerosAt + 16 * i)));
+  return _mm512_cvtepu8_epi32(_mm_load_si128(
+      reinterpret_cast<const __m128i*>(quad + L<kShared>::kZerosAt + (kShared ? 0 : 16 * i))));
 }
 
 template <int T>
@@ -78,13 +90,25 @@ inline void ScaleAccumulate(const __m512i (&s)[T], __m512 dw, const uint8_t* act
   }
 }
 
-// One block of a packed group (codes at `codes`), T tokens. As Q4_0's AccumulateQ4Block: lo_k =
-// q & 0x0f (elements 4k..4k+3), hi_k = q & 0xf0 (16 x elements 16+4k..19+4k), so the 8 dot
-// products form two independent chains and isum = s + (h >> 4) (h a multiple of 16, exact); the
-// zero term starts the s chain.
+// Q4_Z128's per-block step: f = float(s) * dx (first block of a quad) or fma(float(s), dx, f).
 template <int T>
-inline void AccumulateZBlock(const uint8_t* codes, __m512 dw, __m512i zw, const uint8_t* act,
-                             int64_t as, const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+inline void BlockAccumulate(const __m512i (&s)[T], bool first, const uint8_t* act, int64_t as,
+                            const QuantActsLayout& l, int64_t blk, __m512 (&f)[T]) {
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) {
+    const __m512 dx = _mm512_set1_ps(LoadF32(act + t * as + l.dx_offset + 4 * blk));
+    f[t] = first ? _mm512_mul_ps(_mm512_cvtepi32_ps(s[t]), dx)
+                 : _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), dx, f[t]);
+  }
+}
+
+// The exact block sums s[t] = sum (u - z) q of one block of a packed group (codes at `codes`),
+// T tokens. As Q4_0's AccumulateQ4Block: lo_k = q & 0x0f (elements 4k..4k+3), hi_k = q & 0xf0
+// (16 x elements 16+4k..19+4k), so the 8 dot products form two independent chains and isum =
+// s + (h >> 4) (h a multiple of 16, exact); the zero term starts the s chain.
+template <int T>
+inline void BlockSums(const uint8_t* codes, __m512i zw, const uint8_t* act, int64_t as,
+                      const QuantActsLayout& l, int64_t blk, __m512i (&s)[T]) {
   const __m512i lo_mask = _mm512_set1_epi8(0x0f);
   const __m512i hi_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512i lo[4], hi[4];
@@ -95,7 +119,6 @@ inline void AccumulateZBlock(const uint8_t* codes, __m512 dw, __m512i zw, const 
     lo[k] = _mm512_and_si512(q, lo_mask);
     hi[k] = _mm512_and_si512(q, hi_mask);
   }
-  __m512i s[T];
   if constexpr (T <= 2) {
     __m512i h[T];
 #pragma GCC unroll 2
@@ -137,7 +160,6 @@ inline void AccumulateZBlock(const uint8_t* codes, __m512 dw, __m512i zw, const 
       }
     }
   }
-  ScaleAccumulate<T>(s, dw, act, as, l, blk, acc);
 }
 
 template <int T>
@@ -149,21 +171,37 @@ inline void StoreRows(const __m512 (&acc)[T], int valid, float* y, int64_t ys) {
 
 // T tokens over one packed group, quads streamed in order; the stream is linear across the
 // task's groups, so prefetching a fixed distance ahead runs into the next group.
-template <int T>
+template <bool kShared, int T>
 void Direct(const uint8_t* group, const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
             int64_t ys, const uint8_t* stop) {
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 4) {
-    const uint8_t* quad = group + (blk >> 2) * L::kQuadBytes;
-    PrefetchQuad(quad, stop);
-    const int n = static_cast<int>(std::min<int64_t>(4, l.nb - blk));
+    const uint8_t* quad = group + (blk >> 2) * L<kShared>::kQuadBytes;
+    PrefetchQuad<kShared>(quad, stop);
+    __m512i s[T];
+    if constexpr (kShared) {
+      // Q4_Z128 rows are whole quads (cols % 128 == 0).
+      const __m512i zw = QuadZeros<true>(quad, 0);
+      __m512 f[T];
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      if (i == n) break;
-      AccumulateZBlock<T>(quad + i * L::kCodeBytes, QuadScales(quad, i), QuadZeros(quad, i), act,
-                          l.bytes, l, blk + i, acc);
+      for (int i = 0; i < 4; ++i) {
+        BlockSums<T>(quad + i * L<kShared>::kCodeBytes, zw, act, l.bytes, l, blk + i, s);
+        BlockAccumulate<T>(s, i == 0, act, l.bytes, l, blk + i, f);
+      }
+      const __m512 dw = QuadScales<true>(quad, 0);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(f[t], dw, acc[t]);
+    } else {
+      const int n = static_cast<int>(std::min<int64_t>(4, l.nb - blk));
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        if (i == n) break;
+        BlockSums<T>(quad + i * L<kShared>::kCodeBytes, QuadZeros<false>(quad, i), act, l.bytes, l,
+                     blk + i, s);
+        ScaleAccumulate<T>(s, QuadScales<false>(quad, i), act, l.bytes, l, blk + i, acc);
+      }
     }
   }
   StoreRows<T>(acc, valid, y, ys);
@@ -177,10 +215,11 @@ struct PanelBlock {
   __m512 dw;
 };
 
+template <bool kShared>
 inline void LoadPanelBlock(const uint8_t* group, int64_t blk, PanelBlock* out) {
-  const uint8_t* quad = group + (blk >> 2) * L::kQuadBytes;
+  const uint8_t* quad = group + (blk >> 2) * L<kShared>::kQuadBytes;
   const int i = static_cast<int>(blk & 3);
-  const uint8_t* codes = quad + i * L::kCodeBytes;
+  const uint8_t* codes = quad + i * L<kShared>::kCodeBytes;
   const __m512i nib = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
@@ -188,49 +227,67 @@ inline void LoadPanelBlock(const uint8_t* group, int64_t blk, PanelBlock* out) {
     out->u[k] = _mm512_and_si512(q, nib);
     out->u[k + 4] = _mm512_and_si512(_mm512_srli_epi16(q, 4), nib);
   }
-  out->zw = QuadZeros(quad, i);
-  out->dw = QuadScales(quad, i);
+  out->zw = QuadZeros<kShared>(quad, i);
+  out->dw = QuadScales<kShared>(quad, i);
 }
 
-// T tokens against a panel of nb blocks.
-template <int T>
+// T tokens against a panel of nb blocks (Q4_Z128: each block holds its quad's dw and zw).
+template <bool kShared, int T>
 void PanelTile(const PanelBlock* panel, const QuantActsLayout& l, const uint8_t* act, int valid,
                float* y, int64_t ys) {
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t blk = 0; blk < l.nb; ++blk) {
-    const PanelBlock& pb = panel[blk];
-    __m512i s[T];
-#pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) {
-      s[t] = DpwssdBroadcast(_mm512_setzero_si512(), pb.zw,
-                             act + t * l.bytes + l.bias_offset + 4 * blk);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; ++j) {
+  // Q4_Z128: quads (cols % 128 == 0), f summed over a quad's blocks.
+  constexpr int kStep = kShared ? 4 : 1;
+  for (int64_t b0 = 0; b0 < l.nb; b0 += kStep) {
+    __m512 f[T];
+#pragma GCC unroll 4
+    for (int i = 0; i < kStep; ++i) {
+      const int64_t blk = b0 + i;
+      const PanelBlock& pb = panel[blk];
+      __m512i s[T];
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        s[t] = DpbusdBroadcast(s[t], pb.u[j], act + t * l.bytes + 32 * blk + 4 * j);
+        s[t] = DpwssdBroadcast(_mm512_setzero_si512(), pb.zw,
+                               act + t * l.bytes + l.bias_offset + 4 * blk);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          s[t] = DpbusdBroadcast(s[t], pb.u[j], act + t * l.bytes + 32 * blk + 4 * j);
+        }
+      }
+      if constexpr (kShared) {
+        BlockAccumulate<T>(s, i == 0, act, l.bytes, l, blk, f);
+      } else {
+        ScaleAccumulate<T>(s, pb.dw, act, l.bytes, l, blk, acc);
       }
     }
-    ScaleAccumulate<T>(s, pb.dw, act, l.bytes, l, blk, acc);
+    if constexpr (kShared) {
+      const __m512 dw = panel[b0].dw;
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(f[t], dw, acc[t]);
+    }
   }
   StoreRows<T>(acc, valid, y, ys);
 }
 
 // All nt tokens against a panel, in tiles of kT plus one tail tile.
+template <bool kShared>
 void PanelTokens(const PanelBlock* panel, const QuantActsLayout& l, const uint8_t* act0, int64_t nt,
                  int valid, float* y, int64_t ys) {
   int64_t t = 0;
   for (; t + kT <= nt; t += kT) {
-    PanelTile<kT>(panel, l, act0 + t * l.bytes, valid, y + t * ys, ys);
+    PanelTile<kShared, kT>(panel, l, act0 + t * l.bytes, valid, y + t * ys, ys);
   }
   if (t == nt) return;
   const uint8_t* act = act0 + t * l.bytes;
   float* yt = y + t * ys;
-  WithTileSize<kT - 1>(
-      nt - t, [&](auto tile) { PanelTile<decltype(tile)::value>(panel, l, act, valid, yt, ys); });
+  WithTileSize<kT - 1>(nt - t, [&](auto tile) {
+    PanelTile<kShared, decltype(tile)::value>(panel, l, act, valid, yt, ys);
+  });
 }
 
 // Per-thread 64-byte-aligned scratch of at least `bytes`, grown on demand; kSlot keeps the
@@ -253,12 +310,15 @@ uint8_t* Scratch(int64_t bytes) {
 
 }  // namespace
 
+template <DType kType>
 void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  constexpr bool kShared = kType == DType::kQ4_Z128;
+  static_assert(kShared || kType == DType::kQ4_Z);
   const WeightMatrix& w = *a.w;
   const bool packed = w.packed != nullptr;
   CHECK(!packed || r0 % kRows == 0) << "packed row ranges start on a group";
   const QuantActsLayout l = GetQuantActsLayout(w.cols);
-  const Q4ZPackedLayout pl = GetQ4ZPackedLayout(w.rows, w.cols);
+  const L<kShared> pl = GetQ4ZQuadLayout<kShared>(w.rows, w.cols);
   const int64_t nt = t1 - t0;
   const uint8_t* act0 = a.qx + t0 * l.bytes;
   // End of the task's last group: the decode kernel prefetches no further.
@@ -276,20 +336,27 @@ void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int
     const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
     float* y = a.y + t0 * w.rows + r;
     if (nt <= kDirectMaxTokens) {
-      // The group (16 rows, ~38 KB for K = 2048) is still in L2 for a second pass of 8 tokens.
-      for (int64_t t = 0; t < nt; t += 8) {
+      // The group (16 rows, ~38 KB for K = 2048) is still in L2 for a second pass of tokens.
+      // Q4_Z128 passes 4 tokens at a time: its per-quad sums f take a register per token,
+      // which 8 tokens beside the codes and accumulators would spill.
+      constexpr int kPass = kShared ? 4 : 8;
+      for (int64_t t = 0; t < nt; t += kPass) {
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
-        WithTileSize<8>(std::min<int64_t>(8, nt - t), [&](auto tile) {
-          Direct<decltype(tile)::value>(group, l, act, valid, yt, w.rows, stop);
+        WithTileSize<kPass>(std::min<int64_t>(kPass, nt - t), [&](auto tile) {
+          Direct<kShared, decltype(tile)::value>(group, l, act, valid, yt, w.rows, stop);
         });
       }
       continue;
     }
     auto* panel = reinterpret_cast<PanelBlock*>(Scratch<1>(l.nb * sizeof(PanelBlock)));
-    for (int64_t blk = 0; blk < l.nb; ++blk) LoadPanelBlock(group, blk, &panel[blk]);
-    PanelTokens(panel, l, act0, nt, valid, y, w.rows);
+    for (int64_t blk = 0; blk < l.nb; ++blk) LoadPanelBlock<kShared>(group, blk, &panel[blk]);
+    PanelTokens<kShared>(panel, l, act0, nt, valid, y, w.rows);
   }
 }
+
+template void MatMulQ4ZBlock<DType::kQ4_Z>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQ4ZBlock<DType::kQ4_Z128>(const MatMulArgs&, int64_t, int64_t, int64_t,
+                                              int64_t);
 
 }  // namespace pagellm::kernels_internal::avx512

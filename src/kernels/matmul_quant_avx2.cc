@@ -1,5 +1,6 @@
-// AVX2 MatMul for Q8_0 / Q4_0 / Q4_Z weights against Q8-quantized activations, and the AVX2
-// activation quantizer (layout in matmul_internal.h). The fallback for CPUs without AVX-512 VNNI.
+// AVX2 MatMul for Q8_0 / Q4_0 / Q4_Z / Q4_Z128 weights against Q8-quantized activations, and the
+// AVX2 activation quantizer (layout in matmul_internal.h). The fallback for CPUs without AVX-512
+// VNNI.
 //
 // Groups of 8 rows share one 256-bit register of per-row block sums: each row's block dot
 // product is computed as 8 int32 lanes (vpmaddubsw + vpmaddwd; exact, no int16 saturation:
@@ -7,7 +8,8 @@
 // lanes are reduced with horizontal adds, and the per-block fp32 step
 //   acc = fma(float(isum), dw * dx, acc)
 // runs with one lane per row -- the reference scheme, so results equal the other levels'. Q4_Z
-// adds z * bias (bias = -sum q) per row lane, z from the same gather as the scale.
+// adds z * bias (bias = -sum q) per row lane, z from the same gather as the scale; Q4_Z128
+// gathers them once per 4 blocks and scales by d_w once per 4 blocks (matmul_internal.h).
 #include "kernels/simd_avx2.h"
 
 #include <algorithm>
@@ -43,14 +45,28 @@ inline __m256i BlockLanes(const uint8_t* row, int64_t blk, __m256i xq) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(xq, w)),
                              ones);
   } else {
-    // Nibbles after the fp16 scale (Q4_0) or the scale and the zero point (Q4_Z).
-    constexpr int64_t qoff = kType == DType::kQ4_Z ? 3 : 2;
-    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + blk * bb + qoff));
+    // Nibbles after the fp16 scale (Q4_0) or the scale and the zero point (Q4_Z); Q4_Z128:
+    // sub-block blk % 4 of the 128-block blk / 4.
+    const uint8_t* nibbles = kType == DType::kQ4_Z128 ? row + blk / 4 * bb + 3 + 16 * (blk % 4)
+                             : kType == DType::kQ4_Z  ? row + blk * bb + 3
+                                                      : row + blk * bb + 2;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
     const __m128i nib = _mm_set1_epi8(0x0f);
     const __m256i u =
         _mm256_setr_m128i(_mm_and_si128(raw, nib), _mm_and_si128(_mm_srli_epi16(raw, 4), nib));
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xq), ones);
   }
+}
+
+// The 8 rows' fp16 scales and zero points: the low 16 bits of the dword at each row's block
+// start, and (Q4_Z, Q4_Z128) bits 16..23.
+inline __m256 HeadScales(__m256i head) {
+  const __m256i d32 = _mm256_and_si256(head, _mm256_set1_epi32(0xffff));
+  const __m256i d16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(d32, d32), 0x08);
+  return _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
+}
+inline __m256i HeadZeros(__m256i head) {
+  return _mm256_and_si256(_mm256_srli_epi32(head, 16), _mm256_set1_epi32(0xff));
 }
 
 // Lane r = sum of the 8 lanes of p[r].
@@ -71,6 +87,30 @@ void GroupToken(const uint8_t* const (&rows)[kRows], __m256i offsets, const Quan
                 const uint8_t* act, int valid, float* y) {
   constexpr int64_t bb = DTypeBlockBytes(kType);
   __m256 acc = _mm256_setzero_ps();
+  if constexpr (kType == DType::kQ4_Z128) {
+    // One scale and zero point per 4 blocks; the fp32 steps of matmul_internal.h.
+    for (int64_t g = 0; g < l.nb / 4; ++g) {
+      const __m256i head =
+          _mm256_i32gather_epi32(reinterpret_cast<const int*>(rows[0] + g * bb), offsets, 1);
+      const __m256i z = HeadZeros(head);
+      __m256 f = _mm256_setzero_ps();
+      for (int j = 0; j < 4; ++j) {
+        const int64_t blk = 4 * g + j;
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 32 * blk));
+        __m256i p[kRows];
+#pragma GCC unroll 8
+        for (int r = 0; r < kRows; ++r) p[r] = BlockLanes<kType>(rows[r], blk, xq);
+        const __m256i bias = _mm256_set1_epi32(LoadI32(act + l.bias_offset + 4 * blk));
+        const __m256i isum = _mm256_add_epi32(ReduceRows(p), _mm256_mullo_epi32(z, bias));
+        const __m256 dx = _mm256_set1_ps(LoadF32(act + l.dx_offset + 4 * blk));
+        f = j == 0 ? _mm256_mul_ps(_mm256_cvtepi32_ps(isum), dx)
+                   : _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dx, f);
+      }
+      acc = _mm256_fmadd_ps(f, HeadScales(head), acc);
+    }
+    _mm256_maskstore_ps(y, TailMask8(valid), acc);
+    return;
+  }
   for (int64_t blk = 0; blk < l.nb; ++blk) {
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act + 32 * blk));
     __m256i p[kRows];
@@ -85,12 +125,9 @@ void GroupToken(const uint8_t* const (&rows)[kRows], __m256i offsets, const Quan
     if constexpr (kType == DType::kQ4_0) {
       isum = _mm256_add_epi32(isum, bias);
     } else if constexpr (kType == DType::kQ4_Z) {
-      const __m256i z = _mm256_and_si256(_mm256_srli_epi32(head, 16), _mm256_set1_epi32(0xff));
-      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(z, bias));
+      isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(HeadZeros(head), bias));
     }
-    const __m256i d32 = _mm256_and_si256(head, _mm256_set1_epi32(0xffff));
-    const __m256i d16 = _mm256_permute4x64_epi64(_mm256_packus_epi32(d32, d32), 0x08);
-    const __m256 dw = _mm256_cvtph_ps(_mm256_castsi256_si128(d16));
+    const __m256 dw = HeadScales(head);
     const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(LoadF32(act + l.dx_offset + 4 * blk)));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), scale, acc);
   }
@@ -159,6 +196,8 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_Z>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_Z128>(const MatMulArgs&, int64_t, int64_t, int64_t,
+                                                int64_t);
 
 void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
   const QuantActsLayout l = GetQuantActsLayout(cols);

@@ -99,6 +99,40 @@ template void MatMulFloatBlock<DType::kF32>(const MatMulArgs&, int64_t, int64_t,
 template void MatMulFloatBlock<DType::kF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulFloatBlock<DType::kBF16>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 
+namespace {
+
+// Q4_Z128: per group of 128 (4 activation blocks b) the blocks' exact integer sums
+//   isum_b = sum (u - z) * q
+// are scaled by their activations' d_x,b and summed in fp32, then the group's weight scale
+// multiplies once:
+//   f = float(isum_0) * d_x,0;  f = fma(float(isum_b), d_x,b, f) for b = 1..3
+//   acc = fma(f, d_w, acc)
+float DotQ4Z128(const uint8_t* row, const uint8_t* act, const QuantActsLayout& l) {
+  const int8_t* q = reinterpret_cast<const int8_t*>(act);
+  float acc = 0.0f;
+  for (int64_t g = 0; g < l.nb / 4; ++g) {
+    BlockQ4_Z128 b;
+    std::memcpy(&b, row + g * sizeof(BlockQ4_Z128), sizeof(b));
+    float f = 0.0f;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t blk = 4 * g + j;
+      const int8_t* qb = q + 32 * blk;
+      int32_t isum = 0;
+      for (int e = 0; e < 16; ++e) {
+        isum += ((b.qs[16 * j + e] & 15) - b.z) * qb[e];
+        isum += ((b.qs[16 * j + e] >> 4) - b.z) * qb[e + 16];
+      }
+      float dx;
+      std::memcpy(&dx, act + l.dx_offset + 4 * blk, 4);
+      f = j == 0 ? static_cast<float>(isum) * dx : std::fma(static_cast<float>(isum), dx, f);
+    }
+    acc = std::fma(f, F16ToF32(b.d), acc);
+  }
+  return acc;
+}
+
+}  // namespace
+
 template <DType kType>
 void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const WeightMatrix& w = *a.w;
@@ -108,11 +142,15 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
     const int8_t* q = reinterpret_cast<const int8_t*>(act);
     for (int64_t r = r0; r < r1; ++r) {
       float acc = 0.0f;
-      for (int64_t b = 0; b < l.nb; ++b) {
-        float dw, dx;
-        const int32_t isum = BlockDot<kType>(w.row(r), b, q + 32 * b, &dw);
-        std::memcpy(&dx, act + l.dx_offset + 4 * b, 4);
-        acc = std::fma(static_cast<float>(isum), dw * dx, acc);
+      if constexpr (kType == DType::kQ4_Z128) {
+        acc = DotQ4Z128(w.row(r), act, l);
+      } else {
+        for (int64_t b = 0; b < l.nb; ++b) {
+          float dw, dx;
+          const int32_t isum = BlockDot<kType>(w.row(r), b, q + 32 * b, &dw);
+          std::memcpy(&dx, act + l.dx_offset + 4 * b, 4);
+          acc = std::fma(static_cast<float>(isum), dw * dx, acc);
+        }
       }
       a.y[t * w.rows + r] = acc;
     }
@@ -122,6 +160,8 @@ void MatMulQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
 template void MatMulQuantBlock<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
 template void MatMulQuantBlock<DType::kQ4_Z>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+template void MatMulQuantBlock<DType::kQ4_Z128>(const MatMulArgs&, int64_t, int64_t, int64_t,
+                                                int64_t);
 
 }  // namespace scalar
 }  // namespace pagellm::kernels_internal

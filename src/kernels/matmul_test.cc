@@ -22,12 +22,22 @@ using testing_util::OwnedWeights;
 using testing_util::RandomVector;
 using testing_util::RandomWeights;
 
-constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,
-                               DType::kQ8_0, DType::kQ4_0, DType::kQ4_Z};
-constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_Z};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,
+                               DType::kQ4_0, DType::kQ4_Z, DType::kQ4_Z128};
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_Z, DType::kQ4_Z128};
 
 bool IsQuant(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_Z;
+  return t == DType::kQ8_0 || t == DType::kQ4_0 || t == DType::kQ4_Z || t == DType::kQ4_Z128;
+}
+
+// Whether rows of `cols` are whole blocks of t (quantized types: 32; Q4_Z128: 128).
+bool Fits(DType t, int64_t cols) {
+  return cols % (IsQuant(t) ? DTypeBlockElems(t) : 1) == 0;
+}
+// cols rounded up to whole blocks of t (tests with one fixed width).
+int64_t ColsFor(DType t, int64_t cols) {
+  const int64_t b = DTypeBlockElems(t);
+  return (cols + b - 1) / b * b;
 }
 
 std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n) {
@@ -35,8 +45,8 @@ std::string Name(SimdLevel level, DType t, int64_t rows, int64_t cols, int64_t n
          std::to_string(rows) + "x" + std::to_string(cols) + " n=" + std::to_string(n);
 }
 
-// Signed quantized weight values and scales of one row (Q8_0 / Q4_0 / Q4_Z), from the formats'
-// definitions: d * q, d * (u - 8), d * (u - z).
+// Signed quantized weight values and per-32 scales of one row (Q8_0 / Q4_0 / Q4_Z / Q4_Z128),
+// from the formats' definitions: d * q, d * (u - 8), d * (u - z).
 void DecodeQuantRow(const WeightMatrix& w, int64_t r, std::vector<int>* q, std::vector<float>* d) {
   const int64_t nb = w.cols / 32;
   q->assign(w.cols, 0);
@@ -53,6 +63,15 @@ void DecodeQuantRow(const WeightMatrix& w, int64_t r, std::vector<int>* q, std::
       for (int i = 0; i < 16; ++i) {
         (*q)[32 * b + i] = (blk.qs[i] & 15) - blk.z;
         (*q)[32 * b + i + 16] = (blk.qs[i] >> 4) - blk.z;
+      }
+    } else if (w.dtype == DType::kQ4_Z128) {
+      BlockQ4_Z128 blk;
+      std::memcpy(&blk, w.row(r) + b / 4 * sizeof(BlockQ4_Z128), sizeof(blk));
+      (*d)[b] = F16ToF32(blk.d);
+      const uint8_t* qs = blk.qs + 16 * (b % 4);
+      for (int i = 0; i < 16; ++i) {
+        (*q)[32 * b + i] = (qs[i] & 15) - blk.z;
+        (*q)[32 * b + i + 16] = (qs[i] >> 4) - blk.z;
       }
     } else {
       const auto& blk = reinterpret_cast<const BlockQ4_0*>(w.row(r))[b];
@@ -145,12 +164,12 @@ TEST(MatMulTest, MatchesSchemeReferenceAtEveryLevel) {
   struct Shape {
     int64_t rows, cols, n;
   };
-  const Shape shapes[] = {{1, 32, 1},   {3, 64, 2},    {7, 96, 5},   {13, 160, 7},
-                          {33, 32, 13}, {5, 2048, 3},  {9, 4096, 1}, {17, 288, 67},
-                          {6, 33, 4},   {11, 1000, 9}, {4, 15, 37},  {69, 544, 11}};
+  const Shape shapes[] = {{1, 32, 1},   {3, 64, 2},    {7, 96, 5},    {13, 160, 7}, {33, 32, 13},
+                          {5, 2048, 3}, {9, 4096, 1},  {17, 288, 67}, {6, 33, 4},   {11, 1000, 9},
+                          {4, 15, 37},  {69, 544, 11}, {19, 384, 21}, {3, 128, 2}};
   for (const Shape& s : shapes) {
     for (DType t : kAllTypes) {
-      if (IsQuant(t) && s.cols % 32 != 0) continue;
+      if (!Fits(t, s.cols)) continue;
       OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
       const std::vector<float> x = RandomVector(rng, s.n * s.cols);
       std::vector<double> ref_all, mag_all, ref_bf16x, mag_bf16x;
@@ -223,7 +242,8 @@ TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
   std::mt19937 rng(3);
   std::uniform_int_distribution<int> small(-5, 5), nib(0, 15), q8(-128, 127), zero(0, 16);
   for (DType t : kQuantTypes) {
-    for (int64_t cols : {32, 64, 96, 2048}) {
+    for (int64_t cols : {32, 64, 96, 128, 2048}) {
+      if (!Fits(t, cols)) continue;
       const int64_t rows = 9, n = 6, nb = cols / 32;
       OwnedWeights ow;
       ow.w.dtype = t;
@@ -237,6 +257,14 @@ TEST(MatMulTest, QuantizedIntegerDotProductsExact) {
             auto* blk = reinterpret_cast<BlockQ8_0*>(ow.bytes.data() + r * ow.w.row_bytes()) + b;
             blk->d = F32ToF16(0.125f);
             for (int i = 0; i < 32; ++i) blk->qs[i] = static_cast<int8_t>(q8(rng) / 16);
+          } else if (t == DType::kQ4_Z128) {
+            if (b % 4 != 0) continue;  // one stored block per 4 blocks of 32
+            BlockQ4_Z128 blk;
+            blk.d = F32ToF16(0.25f);
+            blk.z = static_cast<uint8_t>(zero(rng));
+            for (int i = 0; i < 64; ++i) blk.qs[i] = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+            std::memcpy(ow.bytes.data() + r * ow.w.row_bytes() + b / 4 * sizeof(blk), &blk,
+                        sizeof(blk));
           } else if (t == DType::kQ4_Z) {
             // Zero points over [0, 16]: GPTQ's v1 convention makes 16.
             BlockQ4_Z blk;
@@ -280,7 +308,7 @@ TEST(MatMulTest, BatchAndThreadInvariant) {
     // 1000: a k tail (cols % 16 != 0) in the float kernels' last chunk.
     for (int64_t cols : {96, 1000, 2048}) {
       for (DType t : kAllTypes) {
-        if (IsQuant(t) && cols % 32 != 0) continue;
+        if (!Fits(t, cols)) continue;
         std::mt19937 rng(static_cast<unsigned>(cols * 10 + static_cast<int>(t)));
         OwnedWeights ow = RandomWeights(rng, t, rows, cols);
         const std::vector<float> x = RandomVector(rng, n * cols);
@@ -348,16 +376,18 @@ void ExpectPackedMatches(std::mt19937& rng, SimdLevel ref_level, const WeightMat
 TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
   if (!MatMulUsesPackedWeights(DType::kQ8_0)) GTEST_SKIP() << "no packed kernels on this CPU";
   ASSERT_TRUE(MatMulUsesPackedWeights(DType::kQ4_Z));
+  ASSERT_TRUE(MatMulUsesPackedWeights(DType::kQ4_Z128));
   std::mt19937 rng(9);
   ThreadPool pool(2);
   struct Shape {
     int64_t rows, cols;
   };
-  const Shape shapes[] = {{1, 32},    {16, 64},   {17, 96}, {40, 288},
-                          {130, 544}, {64, 2048}, {200, 32}};
+  const Shape shapes[] = {{1, 32},    {16, 64},   {17, 96},  {40, 288},
+                          {130, 544}, {64, 2048}, {200, 32}, {33, 384}};
   const int64_t token_counts[] = {1, 2, 3, 4, 5, 8, 13, 37};
   for (const Shape& s : shapes) {
     for (DType t : kQuantTypes) {
+      if (!Fits(t, s.cols)) continue;
       OwnedWeights ow = RandomWeights(rng, t, s.rows, s.cols);
       PackedWeights packed;
       packed.Add(ow.w);
@@ -426,7 +456,7 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
   ThreadPool pool(2);
   for (DType t : kAllTypes) {
     for (int64_t n : {1, 3, 9}) {
-      const int64_t cols = 96;
+      const int64_t cols = ColsFor(t, 96);
       OwnedWeights a = RandomWeights(rng, t, 200, cols);
       OwnedWeights b = RandomWeights(rng, t, 40, cols);
       OwnedWeights c = RandomWeights(rng, t, 17, cols);
@@ -453,8 +483,9 @@ TEST(MatMulTest, ManyMatchesSeparateCalls) {
 
 TEST(MatMulTest, NoNaNFromZerosOrLargeValues) {
   std::mt19937 rng(5);
-  const int64_t rows = 10, cols = 96, n = 3;
+  const int64_t rows = 10, n = 3;
   for (DType t : kAllTypes) {
+    const int64_t cols = ColsFor(t, 96);
     OwnedWeights ow = RandomWeights(rng, t, rows, cols);
     std::vector<float> x(n * cols, 0.0f);  // token 0: all zeros (d_x = 0)
     for (int64_t i = cols; i < n * cols; ++i) x[i] = (i % 7 - 3) * 1e30f;  // huge but finite

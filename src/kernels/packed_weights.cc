@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "base/cpu_features.h"
 #include "base/huge_page_buffer.h"
@@ -87,28 +88,49 @@ void PackQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
   ForRanges(pool, l.groups, 16, pack_groups);
 }
 
-void PackQ4ZGroup(const WeightMatrix& w, int64_t r0, uint8_t* out) {
-  CHECK(w.dtype == DType::kQ4_Z) << DTypeName(w.dtype);
-  const Q4ZPackedLayout l = GetQ4ZPackedLayout(w.rows, w.cols);
+namespace {
+
+template <bool kShared>
+void PackQ4ZQuadGroup(const WeightMatrix& w, int64_t r0, uint8_t* out) {
+  using Block = std::conditional_t<kShared, BlockQ4_Z128, BlockQ4_Z>;
+  constexpr int kSub = kShared ? 4 : 1;  // blocks of 32 per stored block
+  const Q4ZQuadLayout<kShared> l = GetQ4ZQuadLayout<kShared>(w.rows, w.cols);
   std::memset(out, 0, static_cast<size_t>(l.group_bytes));
   for (int lane = 0; lane < 16 && r0 + lane < w.rows; ++lane) {
     const uint8_t* row = w.row(r0 + lane);
-    for (int64_t b = 0; b < l.nb; ++b) {
-      BlockQ4_Z blk;
-      std::memcpy(&blk, row + b * sizeof(BlockQ4_Z), sizeof(blk));
+    for (int64_t sb = 0; sb < l.nb / kSub; ++sb) {
+      Block blk;
+      std::memcpy(&blk, row + sb * sizeof(Block), sizeof(blk));
       const uint16_t d = blk.d;
-      std::memcpy(out + l.ScaleOffset(b) + 2 * lane, &d, 2);
-      out[l.ZeroOffset(b) + lane] = blk.z;
-      uint8_t* codes = out + l.CodeOffset(b) + 4 * lane;
-      for (int j = 0; j < 4; ++j) std::memcpy(codes + 64 * j, blk.qs + 4 * j, 4);
+      const int64_t b0 = kSub * sb;  // its first block of 32
+      std::memcpy(out + l.ScaleOffset(b0) + 2 * lane, &d, 2);
+      out[l.ZeroOffset(b0) + lane] = blk.z;
+      for (int i = 0; i < kSub; ++i) {
+        uint8_t* codes = out + l.CodeOffset(b0 + i) + 4 * lane;
+        for (int j = 0; j < 4; ++j) std::memcpy(codes + 64 * j, blk.qs + 16 * i + 4 * j, 4);
+      }
     }
   }
 }
 
+}  // namespace
+
+void PackQ4ZGroup(const WeightMatrix& w, int64_t r0, uint8_t* out) {
+  CHECK(w.dtype == DType::kQ4_Z || w.dtype == DType::kQ4_Z128) << DTypeName(w.dtype);
+  if (w.dtype == DType::kQ4_Z128) {
+    PackQ4ZQuadGroup<true>(w, r0, out);
+  } else {
+    PackQ4ZQuadGroup<false>(w, r0, out);
+  }
+}
+
 void PackQ4ZWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
-  const Q4ZPackedLayout l = GetQ4ZPackedLayout(w.rows, w.cols);
-  ForRanges(pool, l.groups, 16, [&](int64_t g0, int64_t g1) {
-    for (int64_t gi = g0; gi < g1; ++gi) PackQ4ZGroup(w, 16 * gi, out + gi * l.group_bytes);
+  const bool shared = w.dtype == DType::kQ4_Z128;
+  const int64_t groups = (w.rows + 15) / 16;
+  const int64_t group_bytes = shared ? GetQ4ZQuadLayout<true>(w.rows, w.cols).group_bytes
+                                     : GetQ4ZQuadLayout<false>(w.rows, w.cols).group_bytes;
+  ForRanges(pool, groups, 16, [&](int64_t g0, int64_t g1) {
+    for (int64_t gi = g0; gi < g1; ++gi) PackQ4ZGroup(w, 16 * gi, out + gi * group_bytes);
   });
 }
 

@@ -23,6 +23,9 @@ void DequantizeRowQ4_0(const BlockQ4_0* x, float* y, int64_t n);
 // matrices come from AWQ / GPTQ checkpoints (kernels/hf_quant_scheme.h).
 void QuantizeRowQ4_Z(const float* x, uint8_t* y, int64_t n);
 void DequantizeRowQ4_Z(const uint8_t* x, float* y, int64_t n);
+// Q4_Z128 (n % 128 == 0): the same with one d and z per 128 elements (dtype.h, BlockQ4_Z128).
+void QuantizeRowQ4_Z128(const float* x, uint8_t* y, int64_t n);
+void DequantizeRowQ4_Z128(const uint8_t* x, float* y, int64_t n);
 // Reference dequantizers of the GGUF-only types (dequantize_blocks.cc): n elements of a row of
 // whole blocks (32 for Q4_1 / Q5_0 / Q5_1 / IQ4_NL, 256 for the K-quants and IQ4_XS), values
 // bitwise equal to ggml's.

@@ -157,6 +157,54 @@ TEST(QuantizeTest, Q4_ZDefinitionAndRoundTrip) {
   EXPECT_EQ(bn.z, 15);
 }
 
+// Q4_Z128 from its definition: element 32j + i of a block is nibble i % 16 (low for i < 16) of
+// qs[16j + i % 16], x = d * (q - z) exactly; the quantizer keeps each element within half a
+// step of its input and dequantizes to the same values as Q4_Z blocks with the group's d and z.
+TEST(QuantizeTest, Q4_Z128DefinitionAndRoundTrip) {
+  std::mt19937 rng(13);
+  std::uniform_int_distribution<int> nib(0, 15), zero(0, 16);
+  std::vector<BlockQ4_Z128> blocks(4);
+  for (BlockQ4_Z128& b : blocks) {
+    b.d = F32ToF16(std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng));
+    b.z = static_cast<uint8_t>(zero(rng));
+    for (uint8_t& q : b.qs) q = static_cast<uint8_t>(nib(rng) | nib(rng) << 4);
+  }
+  std::vector<float> y(512);
+  DequantizeRow(DType::kQ4_Z128, reinterpret_cast<const uint8_t*>(blocks.data()), y.data(), 512);
+  for (int b = 0; b < 4; ++b) {
+    const BlockQ4_Z128& blk = blocks[b];
+    for (int e = 0; e < 128; ++e) {
+      const int j = e / 32, i = e % 32;
+      const int q = i < 16 ? blk.qs[16 * j + i] & 15 : blk.qs[16 * j + i - 16] >> 4;
+      ASSERT_EQ(y[128 * b + e], F16ToF32(blk.d) * static_cast<float>(q - blk.z)) << b << " " << e;
+    }
+  }
+
+  const std::vector<float> x = RandomVector(rng, 4096);
+  std::vector<uint8_t> bytes(DTypeRowBytes(DType::kQ4_Z128, 4096));
+  std::vector<float> back(4096);
+  QuantizeRow(DType::kQ4_Z128, x.data(), bytes.data(), 4096);
+  DequantizeRow(DType::kQ4_Z128, bytes.data(), back.data(), 4096);
+  for (int64_t b = 0; b < 32; ++b) {
+    BlockQ4_Z128 blk;
+    std::memcpy(&blk, bytes.data() + b * sizeof(blk), sizeof(blk));
+    const float d = F16ToF32(blk.d);
+    // The same values as 4 Q4_Z blocks with the group's d and z and the sub-blocks' nibbles.
+    for (int j = 0; j < 4; ++j) {
+      BlockQ4_Z z32;
+      z32.d = blk.d;
+      z32.z = blk.z;
+      std::memcpy(z32.qs, blk.qs + 16 * j, 16);
+      float v[32];
+      DequantizeRow(DType::kQ4_Z, reinterpret_cast<const uint8_t*>(&z32), v, 32);
+      for (int i = 0; i < 32; ++i) ASSERT_EQ(v[i], back[128 * b + 32 * j + i]) << b << " " << j;
+    }
+    for (int i = 0; i < 128; ++i) {
+      ASSERT_LE(std::fabs(back[128 * b + i] - x[128 * b + i]), d * 0.51f) << b << " " << i;
+    }
+  }
+}
+
 // The GGUF block types' quantizers on N(0, 1) rows: relative RMS error of the round trip
 // within what the format's code width allows (about step / sqrt(12) for a step of range /
 // levels, with the search's gain), a zero row exact, a constant row within 1%. (Their accuracy

@@ -36,10 +36,6 @@ void DequantizeQ4_0(const uint8_t* src, float* dst, int64_t n) {
   DequantizeRowQ4_0(reinterpret_cast<const BlockQ4_0*>(src), dst, n);
 }
 
-void DequantizeQ4_Z(const uint8_t* src, float* dst, int64_t n) {
-  DequantizeRowQ4_Z(src, dst, n);
-}
-
 void QuantizeF32(const float* x, uint8_t* dst, int64_t n) {
   std::memcpy(dst, x, n * sizeof(float));
 }
@@ -63,8 +59,9 @@ int64_t QuantPairsBytes(int64_t rows, int64_t cols) {
   const QuantPackedLayout l = GetQuantPackedLayout(kType, rows, cols);
   return l.groups * l.group_bytes;
 }
+template <bool kShared>
 int64_t Q4ZQuadsBytes(int64_t rows, int64_t cols) {
-  const Q4ZPackedLayout l = GetQ4ZPackedLayout(rows, cols);
+  const Q4ZQuadLayout<kShared> l = GetQ4ZQuadLayout<kShared>(rows, cols);
   return l.groups * l.group_bytes;
 }
 int64_t F16LanesBytes(int64_t rows, int64_t cols) {
@@ -83,9 +80,10 @@ constexpr ki::MatMulKernels kInt8DotKernels = {{ki::scalar::MatMulQuantBlock<kTy
                                                 ki::avx2::MatMulQuantBlock<kType>,
                                                 ki::avx512::MatMulQuantBlock<kType>}};
 
-constexpr ki::MatMulKernels kQ4ZKernels = {{ki::scalar::MatMulQuantBlock<DType::kQ4_Z>,
-                                            ki::avx2::MatMulQuantBlock<DType::kQ4_Z>,
-                                            ki::avx512::MatMulQ4ZBlock}};
+template <DType kType>
+constexpr ki::MatMulKernels kQ4ZKernels = {{ki::scalar::MatMulQuantBlock<kType>,
+                                            ki::avx2::MatMulQuantBlock<kType>,
+                                            ki::avx512::MatMulQ4ZBlock<kType>}};
 
 template <DType kType>
 constexpr ki::MatMulKernels kDecodeKernels = {{ki::scalar::MatMulDecodeBlock<kType>,
@@ -212,14 +210,29 @@ constexpr WeightFormat kFormats[] = {
     // kernels with the zero-point term -z * sum(q) per block; no file type of its own.
     Row(DType::kQ4_Z,
         [](WeightFormat& f) {
-          f.dequantize = DequantizeQ4_Z;
+          f.dequantize = DequantizeRowQ4_Z;
           f.quantize = QuantizeRowQ4_Z;
           f.matmul = MatMulFamily::kInt8Dot;
           f.act_quant = ActQuant::kQ8Block32;
           f.act_code_offset = 1;
-          f.kernels = &kQ4ZKernels;
+          f.kernels = &kQ4ZKernels<DType::kQ4_Z>;
           f.packed = PackedLayout::kQ4ZQuads;
-          f.packed_bytes = Q4ZQuadsBytes;
+          f.packed_bytes = Q4ZQuadsBytes<false>;
+          f.pack = PackQ4ZWeights;
+          f.bind = BindInPlace;
+        }),
+    // The same for checkpoints whose groups are multiples of 128: one scale and zero point per
+    // 128 inputs, applied once per 4 blocks (matmul_internal.h).
+    Row(DType::kQ4_Z128,
+        [](WeightFormat& f) {
+          f.dequantize = DequantizeRowQ4_Z128;
+          f.quantize = QuantizeRowQ4_Z128;
+          f.matmul = MatMulFamily::kInt8Dot;
+          f.act_quant = ActQuant::kQ8Block32;
+          f.act_code_offset = 1;
+          f.kernels = &kQ4ZKernels<DType::kQ4_Z128>;
+          f.packed = PackedLayout::kQ4Z128Quads;
+          f.packed_bytes = Q4ZQuadsBytes<true>;
           f.pack = PackQ4ZWeights;
           f.bind = BindInPlace;
         }),

@@ -60,10 +60,11 @@ enum class ActQuant : uint8_t {
 
 // The copy of a format's matrices that the AVX-512 kernels stream (packed_weights.h).
 enum class PackedLayout : uint8_t {
-  kNone,        // the kernels read the rows as stored
-  kQuantPairs,  // QuantPackedLayout: 16-row groups of block pairs, codes then fp16 scales
-  kF16Lanes,    // F16LaneLayout: 16-row groups, each k's 16 rows in fp16 lanes
-  kQ4ZQuads,    // Q4ZPackedLayout: 16-row groups of block quads, codes, fp16 scales, zeros
+  kNone,         // the kernels read the rows as stored
+  kQuantPairs,   // QuantPackedLayout: 16-row groups of block pairs, codes then fp16 scales
+  kF16Lanes,     // F16LaneLayout: 16-row groups, each k's 16 rows in fp16 lanes
+  kQ4ZQuads,     // Q4ZPackedLayout: 16-row groups of block quads, codes, fp16 scales, zeros
+  kQ4Z128Quads,  // Q4Z128PackedLayout: as kQ4ZQuads, one scale and zero point per quad
 };
 
 struct WeightFormat;
@@ -96,7 +97,7 @@ struct WeightFormat {
   MatMulFamily matmul = MatMulFamily::kNone;
   ActQuant act_quant = ActQuant::kNone;
   // kInt8Dot: c of the unsigned weight code u = w + c the VNNI kernels multiply (Q4_0: 8,
-  // Q8_0: 128); PrepareQuantActs folds -c * sum(q) into each activation block. Q4_Z: 1, so
+  // Q8_0: 128); PrepareQuantActs folds -c * sum(q) into each activation block. Q4_Z(128): 1, so
   // that the field is -sum(q), which the kernels multiply by each block's zero point. kInt8Decode
   // with kQ8Block32: -1, so that the bias field is the block's +sum(q) (the min term).
   int32_t act_code_offset = 0;

@@ -22,7 +22,7 @@ using testing_util::RandomVector;
 constexpr DType kAllDTypes[] = {
     DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,   DType::kQ4_0, DType::kI32,
     DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,   DType::kQ2_K,   DType::kQ3_K, DType::kQ4_K,
-    DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_Z};
+    DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_Z, DType::kQ4_Z128};
 static_assert(sizeof(kAllDTypes) / sizeof(kAllDTypes[0]) == kNumDTypes);
 
 TEST(WeightFormatTest, EveryDTypeHasOneConsistentRow) {
