@@ -129,6 +129,8 @@ TEST(SlidingWindowKvTest, OutputsEqualTheFullKvPath) {
     // A request of ~120 tokens holds 30 + 5 x 3 blocks at block size 4: 16 of them cannot run
     // at once in 160 blocks.
     c.num_gpu_blocks_override = 160;
+    // Chunks of 16 keep a request's worst step (31 + 5 x 7 blocks) within the pool.
+    c.scheduler.max_num_batched_tokens = 16;
     c.scheduler.preemption_mode = mode;
     c.swap_space_gib = 0.001;
     cases.push_back({"preemption " + std::string(PreemptionModeName(mode)), c, true});

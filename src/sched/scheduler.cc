@@ -47,9 +47,11 @@ Status Scheduler::AddRequest(Request request) {
   const int64_t longest = std::min<int64_t>(
       int64_t{request.num_prompt_tokens()} + request.max_tokens() + config_.num_lookahead_tokens,
       config_.max_model_len);
-  // Window groups hold the window plus one step's tokens at most (a prefill chunk).
-  const int64_t blocks =
-      kv_.NumPoolBlocksForRequest(static_cast<int32_t>(longest), config_.max_num_batched_tokens);
+  // Window groups hold the window plus one step's tokens at most (a prefill chunk, or the
+  // recompute of a preempted request).
+  const int64_t blocks = kv_.NumPoolBlocksForRequest(
+      static_cast<int32_t>(longest),
+      static_cast<int32_t>(std::min<int64_t>(config_.max_num_batched_tokens, longest)));
   if (blocks > kv_.block_pool().num_usable_blocks()) {
     return InvalidArgumentError(
         fmt::format("request '{}' may need {} KV blocks but the cache has only {}", request.id(),
