@@ -138,7 +138,8 @@ TEST(SlidingWindowKvTest, OutputsEqualTheFullKvPath) {
   for (const Case& k : cases) {
     const EngineRun r = RunOnPoisonedEngine(k.config, w);
     ExpectIdenticalOutputs(ref, r, k.name);
-    if (k.config.enable_prefix_caching) {
+    // (Under preemption the pool is too small to keep freed prefixes cached for long.)
+    if (k.config.enable_prefix_caching && !k.expect_preemption) {
       EXPECT_GT(r.stats.prefix_cache_hits, 0) << k.name;
     }
     if (k.expect_preemption) {

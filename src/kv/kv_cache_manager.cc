@@ -176,21 +176,23 @@ std::optional<std::vector<int32_t>> KvCacheManager::AllocateSlots(Request& req,
     tables.resize(n_groups);
     num_cached.assign(n_groups, 0);
   }
-  std::vector<int32_t> all_new;
+  // Every group's hits leave the free queue before any new block is taken from it: a free
+  // cached block hit by one group must not be handed out to another.
   for (int g = 0; g < n_groups; ++g) {
     const std::span<const int32_t> hits = hit_blocks(g);
-    std::vector<int32_t>& table = tables[g];
-    if (!hits.empty()) {
-      std::vector<int32_t> present;
-      for (int32_t id : hits)
-        if (id != BlockPool::kNullBlockId) present.push_back(id);
-      pool_.Touch(present);
-      table.assign(hits.begin(), hits.end());
-      num_cached[g] = static_cast<int32_t>(table.size());
-    }
+    if (hits.empty()) continue;
+    std::vector<int32_t> present;
+    for (int32_t id : hits)
+      if (id != BlockPool::kNullBlockId) present.push_back(id);
+    pool_.Touch(present);
+    tables[g].assign(hits.begin(), hits.end());
+    num_cached[g] = static_cast<int32_t>(tables[g].size());
+  }
+  std::vector<int32_t> all_new;
+  for (int g = 0; g < n_groups; ++g) {
     std::optional<std::vector<int32_t>> new_blocks = pool_.GetNewBlocks(num_to_allocate[g]);
     CHECK(new_blocks.has_value()) << "free-block count checked above";
-    table.insert(table.end(), new_blocks->begin(), new_blocks->end());
+    tables[g].insert(tables[g].end(), new_blocks->begin(), new_blocks->end());
     all_new.insert(all_new.end(), new_blocks->begin(), new_blocks->end());
   }
   // A window group's hit adopted before the window was applied (first allocation) or the
