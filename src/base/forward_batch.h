@@ -24,7 +24,7 @@ struct SequenceChunk {
   // With several KV cache groups (kv/kv_cache_groups.h): every group's table (group 0's is
   // block_table); the layers of group g read and write through group_block_tables[g], whose
   // null entries (block 0) lie before the window of every token of the chunk. Empty: one group.
-  std::span<const std::vector<int32_t>> group_block_tables;
+  std::span<const std::vector<int32_t>> group_block_tables = {};
 };
 
 struct ForwardBatch {
