@@ -117,6 +117,11 @@ void CheckFamily(const std::string& model) {
   auto probe = LLM::Create(base);
   ASSERT_TRUE(probe.ok()) << probe.status().ToString();
   const EngineWorkload w = MakeWorkload(**probe);
+  // A sliding-window model's pool block holds one KV cache group's layers
+  // (kv/kv_cache_groups.h): the block counts below are in whole-model blocks.
+  const int groups =
+      std::max<int>(1, static_cast<int>((*probe)->core().kv_report().kv_group_windows.size()));
+  base.num_gpu_blocks_override = 1024 * groups;
   probe->reset();
 
   EngineConfig serial = base;
@@ -137,7 +142,10 @@ void CheckFamily(const std::string& model) {
   ExpectIdenticalOutputs(ref, RunOnPoisonedEngine(chunked, w), "block size 7, chunks of 24");
   EngineConfig swap = base;
   swap.max_model_len = 256;
-  swap.num_gpu_blocks_override = 24;  // 384 tokens for 24 requests of up to ~125
+  // 384 tokens for 24 requests of up to ~125. Sliding-window models hold little besides their
+  // global layers, so their pool is just above one request's worst step (all groups holding
+  // the whole of a ~125-token prefill: 8 blocks each).
+  swap.num_gpu_blocks_override = groups > 1 ? 9 * groups : 24;
   swap.scheduler.preemption_mode = PreemptionMode::kSwap;
   swap.swap_space_gib = 0.001;
   const EngineRun swapped = RunOnPoisonedEngine(swap, w);

@@ -71,9 +71,11 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnFiveConfigurations) {
 }
 
 TEST(PlanEngineAgreementTest, Gemma3BlocksAndConcurrencyMatch) {
-  // Gemma 3's local and global layers hold the same KV per token here (every layer keeps its
-  // whole context: blocks outside a window are not freed), so plan and engine must agree on
-  // the blocks and on the concurrency they give.
+  // Gemma 3's local layers free the blocks their window (8 tokens here) no longer sees: a pool
+  // block holds one layer (5 local + 1 global layers, kv/kv_cache_groups.h), and a request of
+  // 256 tokens holds 16 global blocks of 16 tokens + 5 x 2 local ones. Plan and engine must agree
+  // on the blocks and on the concurrency they give, and the full-KV layout
+  // (--disable-hybrid-kv-cache-manager) must give fewer requests.
   if (!fs::exists(std::string(PAGELLM_SHARED_DIR) + "/models/stories260K/tokenizer.model"))
     GTEST_SKIP() << "shared assets absent (the random model borrows tok512)";
   const fs::path dir = fs::temp_directory_path() / "pagellm_plan_gemma3";
@@ -96,6 +98,18 @@ TEST(PlanEngineAgreementTest, Gemma3BlocksAndConcurrencyMatch) {
     EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks);
     EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), (*core)->kv_report().kv_bytes_per_token);
     EXPECT_EQ(j["max_concurrency"].get<double>(), (*core)->kv_report().max_concurrency);
+    EXPECT_EQ(j["blocks_per_request"].get<int64_t>(), 16 + 5 * 2);
+    EXPECT_EQ(j["kv_layers_per_group"].get<int>(), 1);
+    EXPECT_EQ((*core)->stats().num_usable_blocks, (*core)->kv_report().num_blocks);
+    EXPECT_DOUBLE_EQ((*core)->kv_report().max_concurrency,
+                     static_cast<double>((*core)->kv_report().num_blocks) / (16 + 5 * 2));
+    c.disable_hybrid_kv_cache_manager = true;
+    auto full = EngineCore::Create(c);
+    ASSERT_TRUE(full.ok()) << full.status().ToString();
+    EXPECT_TRUE((*full)->kv_report().kv_group_windows.empty());
+    // Same bytes: one full block holds 6 layers, and a request needs 16 of them.
+    EXPECT_NEAR((*full)->kv_report().num_blocks, (*core)->kv_report().num_blocks / 6.0, 1.0);
+    EXPECT_GT((*core)->kv_report().max_concurrency, 3.0 * (*full)->kv_report().max_concurrency);
   }
 }
 

@@ -24,6 +24,15 @@ CpuBackend::CpuBackend(const LoadedModel& shard, const ModelConfig& full, Commun
 Status CpuBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
   CHECK(kv_.shape().num_blocks == 0) << "KV cache allocated twice";
   ASSIGN_OR_RETURN(kv_, KvCacheStorage::Create(shape));
+  // A group's layers share one window (kv/kv_cache_groups.h). Without groups the one table
+  // covers every position (the window layers mask what they do not see).
+  group_window_.assign(shape.num_groups(), shape.layer_group.empty() ? 0 : -1);
+  for (int l = 0; l < shape.num_layers && !shape.layer_group.empty(); ++l) {
+    int& w = group_window_[shape.group(l)];
+    if (w >= 0 && w != model_.config.LayerWindow(l))
+      return InvalidArgumentError(fmt::format("KV cache group {} mixes windows", shape.group(l)));
+    w = model_.config.LayerWindow(l);
+  }
   if (num_swap_blocks > 0) {
     KvCacheShape swap = shape;
     swap.num_blocks = num_swap_blocks;
@@ -58,10 +67,27 @@ Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
     const int64_t end = int64_t{s.start_pos} + s.num_tokens;
     if (end > max_positions)
       return OutOfRangeError(fmt::format("position {} beyond max {}", end, max_positions));
-    if (static_cast<int64_t>(s.block_table.size()) * kv.block_size < end)
-      return InvalidArgumentError("block table too short for sequence");
-    for (int32_t b : s.block_table)
-      if (b <= 0 || b >= kv.num_blocks) return InvalidArgumentError(fmt::format("bad block {}", b));
+    if (!s.group_block_tables.empty() &&
+        static_cast<int>(s.group_block_tables.size()) != kv.num_groups())
+      return InvalidArgumentError("one block table per KV cache group expected");
+    for (int g = 0; g < kv.num_groups(); ++g) {
+      const std::span<const int32_t> table =
+          s.group_block_tables.empty() ? s.block_table
+                                       : std::span<const int32_t>(s.group_block_tables[g]);
+      if (g > 0 && s.group_block_tables.empty())
+        return InvalidArgumentError("a block table per KV cache group expected");
+      if (static_cast<int64_t>(table.size()) * kv.block_size < end)
+        return InvalidArgumentError("block table too short for sequence");
+      // A window group may have the null block where no token of the chunk can look.
+      const int window = group_window_[g];
+      const int64_t first_visible =
+          window > 0 ? std::max<int64_t>(0, s.start_pos - window + 1) / kv.block_size : 0;
+      for (size_t i = 0; i < table.size(); ++i) {
+        const int32_t b = table[i];
+        if (b < 0 || b >= kv.num_blocks || (b == 0 && static_cast<int64_t>(i) >= first_visible))
+          return InvalidArgumentError(fmt::format("bad block {}", b));
+      }
+    }
     total += s.num_tokens;
   }
   if (total != static_cast<int64_t>(batch.token_ids.size()))

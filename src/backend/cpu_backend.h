@@ -48,6 +48,8 @@ class CpuBackend : public Backend {
   const ArchSpec& arch_;      // its graph runs on ops_ (or tp_ops_ around them)
   KvCacheStorage kv_;         // the primary pool
   KvCacheStorage swap_kv_;    // the secondary pool (empty when swapping is off)
+  // Sliding window of each KV cache group (0: full attention; every group 0 without groups).
+  std::vector<int> group_window_;
   CpuOps ops_;
   std::unique_ptr<TensorParallelOps> tp_ops_;  // set for a rank of a tensor-parallel group
 };

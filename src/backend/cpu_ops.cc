@@ -195,16 +195,22 @@ void CpuOps::WriteKv(int layer, const ForwardBatch& batch, const float* k, const
   const int64_t kvd = config_.kv_dim();
   int64_t t = 0;
   for (const SequenceChunk& s : batch.seqs) {
+    const std::span<const int32_t> table = LayerTable(layer, s);
     for (int i = 0; i < s.num_tokens; ++i, ++t) {
       const int pos = s.start_pos + i;
-      WriteKvSlot(layer, s.block_table[pos / block_size], pos % block_size, k + t * kvd,
-                  v + t * kvd);
+      WriteKvSlot(layer, table[pos / block_size], pos % block_size, k + t * kvd, v + t * kvd);
     }
   }
 }
 
 void CpuOps::PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) {
-  PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), batch.seqs, out, pool_);
+  if (batch.seqs.empty() || batch.seqs[0].group_block_tables.empty()) {
+    PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), batch.seqs, out, pool_);
+    return;
+  }
+  group_seqs_.assign(batch.seqs.begin(), batch.seqs.end());
+  for (SequenceChunk& s : group_seqs_) s.block_table = LayerTable(layer, s);
+  PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), group_seqs_, out, pool_);
 }
 
 void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, ForwardOutput* out) {

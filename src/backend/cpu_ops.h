@@ -54,6 +54,12 @@ class CpuOps : public ForwardOps {
   // `layer`, quantising to the layer's KV format.
   void WriteKvSlot(int layer, int block, int slot, const float* k, const float* v);
   KvLayerView LayerView(int layer) const;
+  // The block table of `layer`'s KV cache group for chunk s.
+  std::span<const int32_t> LayerTable(int layer, const SequenceChunk& s) const {
+    return s.group_block_tables.empty()
+               ? s.block_table
+               : std::span<const int32_t>(s.group_block_tables[kv_->shape().group(layer)]);
+  }
 
   const ModelConfig& config_;
   ThreadPool* pool_;
@@ -68,6 +74,8 @@ class CpuOps : public ForwardOps {
   KvCacheStorage* kv_ = nullptr;
   std::array<std::vector<float>, 16> scratch_;  // grown on demand, reused across steps
   std::vector<float> rot_;  // [head_dim] smoothing / rotation scratch for KV writes
+  // The batch's chunks with the block tables of one KV cache group, for the attention kernel.
+  std::vector<SequenceChunk> group_seqs_;
   // MoeFfn's buffers (DecoderActivationFloats counts them): router logits [T][E], routing
   // [T][k] ids and weights, the rows of one expert (input [n][hidden], gate and up
   // [n][inter]), every (token, slot)'s expert output [T][k][hidden], and for each expert its

@@ -21,6 +21,10 @@ struct SequenceChunk {
   // Also return the final-normed hidden state of every token of the chunk (embeddings: the
   // pooling runner pools them); off for generation, which then pays nothing.
   bool hidden_states = false;
+  // With several KV cache groups (kv/kv_cache_groups.h): every group's table (group 0's is
+  // block_table); the layers of group g read and write through group_block_tables[g], whose
+  // null entries (block 0) lie before the window of every token of the chunk. Empty: one group.
+  std::span<const std::vector<int32_t>> group_block_tables = {};
 };
 
 struct ForwardBatch {

@@ -42,6 +42,8 @@ struct PlanFlags {
   std::string dtype = "auto";
   std::string activation_memory;
   std::string speculative_model;  // CPU plans: a draft model sharing the budget
+  // Sliding-window layers keep every block (no KV cache groups, kv/kv_cache_groups.h).
+  bool disable_hybrid_kv_cache_manager = false;
   bool json = false;
 };
 
@@ -134,6 +136,7 @@ StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   o.max_num_batched_tokens = f.max_num_batched_tokens;
   o.max_num_seqs = f.max_num_seqs;
   o.kv_cache_dtype = kv_dtype;
+  o.free_kv_outside_windows = !f.disable_hybrid_kv_cache_manager;
   ASSIGN_OR_RETURN(o.kv_cache_dtype_skip_layers, ParseLayerList(f.kv_cache_dtype_skip_layers));
   if (activation) o.activation_bytes = *activation;
   Resolved r;
@@ -206,6 +209,13 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   in.max_model_len = f.max_model_len > 0 ? f.max_model_len : m.config.max_position_embeddings;
   in.kv_cache_memory_bytes = kv_cache_memory;
   in.num_gpu_blocks_override = f.num_gpu_blocks_override;
+  // vLLM's hybrid KV cache manager: local layers hold only their window's blocks.
+  const KvCacheGroups groups =
+      CpuKvCacheGroups(m.config, in.kv_format, !f.disable_hybrid_kv_cache_manager);
+  if (!groups.is_single_full()) {
+    in.kv_group_windows = groups.windows();
+    in.kv_layers_per_group = groups.layers_per_group;
+  }
   ASSIGN_OR_RETURN(r.plan, ComputeMemoryPlan(in));
   return r;
 }
@@ -374,6 +384,8 @@ CommandFn RegisterPlan(CLI::App& app) {
   app.add_option("--speculative-model", f->speculative_model,
                  "CPU plans: a speculative draft model; its weights, activations and KV cache "
                  "(same block count as the target's) share the budget");
+  app.add_flag("--disable-hybrid-kv-cache-manager", f->disable_hybrid_kv_cache_manager,
+               "Plan sliding-window layers (Gemma 2/3, Mistral) as keeping every KV block");
   app.add_flag("--json", f->json, "Print one JSON object");
   return [f]() { return RunPlan(*f); };
 }

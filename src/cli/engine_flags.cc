@@ -184,6 +184,10 @@ void AddEngineFlags(CLI::App& app, EngineFlags& f, bool model_required,
                  "Comma-separated layer indices whose KV cache keeps the model dtype");
   app.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", c.enable_prefix_caching,
                "Reuse KV blocks of shared prompt prefixes (default on)");
+  app.add_flag("--disable-hybrid-kv-cache-manager,!--no-disable-hybrid-kv-cache-manager",
+               c.disable_hybrid_kv_cache_manager,
+               "Keep every KV block of sliding-window layers (Gemma 2/3, Mistral) for the whole "
+               "sequence instead of freeing the blocks their window no longer sees (default off)");
   app.add_option("--speculative-config", f.speculative_config,
                  "Speculative decoding as JSON: {\"method\": \"draft_model\"|\"ngram\", "
                  "\"model\": PATH, \"num_speculative_tokens\": K, \"max_model_len\": N, "

@@ -195,8 +195,6 @@ constexpr InertFlag kFlags[] = {
     {"--num-lookahead-slots", nullptr, Arity::kValue, nullptr,
      "lookahead slots follow --speculative-config"},
     {"--scheduler-cls", nullptr, Arity::kValue, nullptr, "there is one scheduler"},
-    {"--disable-hybrid-kv-cache-manager", nullptr, Arity::kBool, nullptr,
-     "there is one KV cache manager"},
     {"--async-scheduling", nullptr, Arity::kBool, nullptr,
      "the engine loop schedules and runs on one thread"},
     {"--stream-interval", nullptr, Arity::kValue, nullptr,

@@ -45,6 +45,10 @@ struct EngineConfig {
   std::optional<int32_t> num_gpu_blocks_override;  // usable blocks; overrides everything
   double swap_space_gib = 4.0;                     // secondary (host) pool for swap preemption
   bool enable_prefix_caching = true;
+  // --disable-hybrid-kv-cache-manager: keep every KV block of sliding-window layers for the
+  // whole sequence (one full block table per request) instead of one table per KV cache group
+  // that frees what the window no longer sees (kv/kv_cache_groups.h). Outputs are identical.
+  bool disable_hybrid_kv_cache_manager = false;
   // --kv-cache-dtype (auto = the model's dtype: float32 for F32 weights, bfloat16 for BF16,
   // float16 for F16 and quantised GGUF weights, as llama.cpp's default f16 cache).
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;

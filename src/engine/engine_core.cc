@@ -13,6 +13,7 @@
 #include "fmt/format.h"
 #include "model/gguf_file.h"
 #include "model/safetensors_file.h"
+#include "planner/cpu_plan.h"
 #include "spec/speculative_config_parser.h"
 
 namespace pagellm {
@@ -95,6 +96,12 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   shape.dtype = r.kv_format.storage_dtype;
   shape.skip_layers = r.kv_format.skip_layers;
   shape.skip_dtype = r.kv_format.skip_dtype;
+  if (!r.kv_group_windows.empty()) {
+    const KvCacheGroups groups = CpuKvCacheGroups(mc, r.kv_format, true);
+    CHECK(groups.windows() == r.kv_group_windows) << "plan and engine disagree on KV groups";
+    shape.layer_region = groups.layer_region;
+    shape.layer_group = groups.layer_group;
+  }
   e->pool_ = std::make_unique<ThreadPool>(c.threads);
   e->samplers_.resize(e->pool_->num_threads());
   if (backend != nullptr) {
@@ -113,7 +120,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
                             c.max_model_len, r.num_swap_blocks,
-                            KvCacheKeySpace(e->backend_->kv_shape()));
+                            KvCacheKeySpace(e->backend_->kv_shape()), r.kv_group_windows);
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 
@@ -237,8 +244,12 @@ Status EngineCore::Execute(const SchedulerOutput& sched) {
     batch_.token_ids.insert(batch_.token_ids.end(), r.token_ids.begin(), r.token_ids.end());
     // Prompt logprobs need the logits of every prompt position, not only the last; verifying d
     // drafts needs those of the last d + 1 positions.
-    batch_.seqs.push_back({r.num_scheduled_tokens, r.num_computed_tokens, r.block_table,
-                           output_->WantsPromptLogits(r) || r.num_spec_tokens > 0});
+    SequenceChunk& s = batch_.seqs.emplace_back();
+    s.num_tokens = r.num_scheduled_tokens;
+    s.start_pos = r.num_computed_tokens;
+    s.block_table = r.block_table;
+    s.group_block_tables = r.group_block_tables;
+    s.all_logits = output_->WantsPromptLogits(r) || r.num_spec_tokens > 0;
   }
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
   // (The forward changed no request state, so the question is asked again, not stored.)

@@ -62,6 +62,8 @@ class EngineCore {
 
   EngineStats stats() const;
   const KvCacheReport& kv_report() const { return kv_report_; }
+  // The block tables (for tests and debugging: blocks held per request and KV cache group).
+  const KvCacheManager& kv_cache_manager() const { return scheduler_->kv_cache_manager(); }
   const ModelConfig& model_config() const { return model_->config; }
   const LoadedModel& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }

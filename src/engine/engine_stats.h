@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/kv_cache_dtype.h"
 #include "spec/spec_decode_stats.h"
@@ -19,6 +20,9 @@ struct KvCacheReport {
   int64_t num_tokens = 0;       // num_blocks * block_size
   double max_concurrency = 0;   // num_tokens / max_model_len
   int32_t num_swap_blocks = 0;  // secondary pool
+  // Window of each KV cache group (kv/kv_cache_groups.h) when sliding-window layers free
+  // their blocks; empty: one full-attention group (blocks hold every layer).
+  std::vector<int32_t> kv_group_windows;
   int32_t max_model_len = 0;
   // Speculative decoding with a draft model: its weights and KV bytes per token (its KV cache
   // has as many blocks as the target's, so the blocks above come from the shared budget).

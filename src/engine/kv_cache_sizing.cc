@@ -24,6 +24,9 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
   o.max_num_seqs = config.scheduler.max_num_seqs;
   o.kv_cache_dtype = config.kv_cache_dtype;
   o.kv_cache_dtype_skip_layers = config.kv_cache_dtype_skip_layers;
+  // Tensor-parallel ranks and a draft model take one full block table per request.
+  o.free_kv_outside_windows = config.tensor_parallel_size <= 1 && draft == nullptr &&
+                              !config.disable_hybrid_kv_cache_manager;
   o.activation_bytes =
       BackendActivationBytes(BackendKind::kCpu, mc, config.scheduler.max_num_batched_tokens,
                              config.scheduler.max_num_seqs);
@@ -66,6 +69,15 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
                  KvCacheDtypeName(r.kv_format.storage_dtype),
                  model_bytes / static_cast<double>(plan.kv_bytes_per_token),
                  KvCacheDtypeName(r.kv_format.skip_dtype));
+  }
+  r.kv_group_windows = plan.input.kv_group_windows;
+  if (!r.kv_group_windows.empty()) {
+    spdlog::info(
+        "KV cache groups: {} of {} layers ({} full attention); window groups free the blocks "
+        "their window no longer sees, {} blocks per request of {} tokens",
+        r.kv_group_windows.size(), plan.input.kv_layers_per_group,
+        std::count(r.kv_group_windows.begin(), r.kv_group_windows.end(), 0),
+        plan.blocks_per_request, config.max_model_len);
   }
   r.num_blocks = static_cast<int32_t>(plan.num_blocks);
   r.num_tokens = plan.num_tokens;

@@ -82,13 +82,17 @@ void BlockPool::CacheFullBlocks(std::span<const int32_t> block_ids,
   CHECK_LE(static_cast<size_t>(num_full_blocks), block_ids.size());
   CHECK_LE(static_cast<size_t>(num_full_blocks), block_hashes.size())
       << "block hashes must be computed before caching";
-  for (int32_t i = num_cached_blocks; i < num_full_blocks; ++i) {
-    KvCacheBlock& b = mutable_block(block_ids[i]);
-    CHECK(!b.hash) << "block " << b.id << " is already cached";
-    b.hash = block_hashes[i];
-    cached_[block_hashes[i]].push_back(b.id);
-    ++num_cached_blocks_;
-  }
+  for (int32_t i = num_cached_blocks; i < num_full_blocks; ++i)
+    CacheBlock(block_ids[i], block_hashes[i]);
+}
+
+void BlockPool::CacheBlock(int32_t id, const BlockHash& hash) {
+  if (!enable_caching_) return;
+  KvCacheBlock& b = mutable_block(id);
+  CHECK(!b.hash) << "block " << b.id << " is already cached";
+  b.hash = hash;
+  cached_[hash].push_back(b.id);
+  ++num_cached_blocks_;
 }
 
 void BlockPool::UncacheBlock(int32_t id) {

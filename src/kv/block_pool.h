@@ -62,6 +62,9 @@ class BlockPool {
   void CacheFullBlocks(std::span<const int32_t> block_ids, std::span<const BlockHash> block_hashes,
                        int32_t num_cached_blocks, int32_t num_full_blocks);
 
+  // Puts one block into the prefix cache under `hash`; it must not be cached yet.
+  void CacheBlock(int32_t id, const BlockHash& hash);
+
   // Removes one block from the prefix cache (no-op if it carries no hash). Used when a block was
   // cached for tokens that will never be computed (see KvCacheManager::Free).
   void UncacheBlock(int32_t id);

@@ -21,9 +21,26 @@ int64_t KvCacheShape::row_bytes(int layer) const {
   return KvRowBytes(layer_dtype(layer), head_dim);
 }
 
+int KvCacheShape::num_regions() const {
+  if (layer_region.empty()) return num_layers;
+  return *std::max_element(layer_region.begin(), layer_region.end()) + 1;
+}
+
+int KvCacheShape::num_groups() const {
+  if (layer_group.empty()) return 1;
+  return *std::max_element(layer_group.begin(), layer_group.end()) + 1;
+}
+
+int KvCacheShape::region_layer(int r) const {
+  if (layer_region.empty()) return r;
+  const auto it = std::find(layer_region.begin(), layer_region.end(), r);
+  CHECK(it != layer_region.end()) << "KV region " << r << " has no layer";
+  return static_cast<int>(it - layer_region.begin());
+}
+
 int64_t KvCacheShape::bytes_per_token() const {
   int64_t b = 0;
-  for (int l = 0; l < num_layers; ++l) b += 2 * bytes_per_token_per_layer(l);
+  for (int r = 0; r < num_regions(); ++r) b += 2 * bytes_per_token_per_layer(region_layer(r));
   return b;
 }
 
@@ -57,16 +74,35 @@ StatusOr<KvCacheStorage> KvCacheStorage::Create(const KvCacheShape& shape) {
     if (l < 0 || l >= shape.num_layers)
       return InvalidArgumentError(fmt::format(
           "--kv-cache-dtype-skip-layers: layer {} outside [0, {})", l, shape.num_layers));
+  if (!shape.layer_group.empty() &&
+      (static_cast<int>(shape.layer_group.size()) != shape.num_layers ||
+       *std::min_element(shape.layer_group.begin(), shape.layer_group.end()) < 0))
+    return InvalidArgumentError("KV layer groups must name every layer");
+  if (!shape.layer_region.empty()) {
+    if (static_cast<int>(shape.layer_region.size()) != shape.num_layers)
+      return InvalidArgumentError("KV layer regions must name every layer");
+    for (int l = 0; l < shape.num_layers; ++l) {
+      const int r = shape.layer_region[l];
+      if (r < 0 || shape.layer_dtype(l) != shape.layer_dtype(shape.region_layer(r)))
+        return InvalidArgumentError(
+            fmt::format("KV layer {} shares region {} with a layer of another dtype", l, r));
+    }
+  }
   KvCacheStorage s;
   s.shape_ = shape;
   int64_t offset = 0;
+  std::vector<int64_t> region_offset;  // [2 x region + kv]
+  for (int r = 0; r < shape.num_regions(); ++r) {
+    for (int kv = 0; kv < 2; ++kv) {
+      region_offset.push_back(offset);
+      offset += shape.bytes_per_block_per_layer(shape.region_layer(r)) * shape.num_blocks;
+    }
+  }
   for (int l = 0; l < shape.num_layers; ++l) {
     s.layer_dtype_.push_back(shape.layer_dtype(l));
     s.row_bytes_.push_back(shape.row_bytes(l));
-    for (int kv = 0; kv < 2; ++kv) {
-      s.layer_offset_.push_back(offset);
-      offset += shape.bytes_per_block_per_layer(l) * shape.num_blocks;
-    }
+    for (int kv = 0; kv < 2; ++kv)
+      s.layer_offset_.push_back(region_offset[2 * shape.region(l) + kv]);
   }
   s.k_scale_.assign(shape.num_layers, 1.0f);
   s.v_scale_.assign(shape.num_layers, 1.0f);
@@ -164,9 +200,12 @@ void KvCacheStorage::set_k_smoothing(int layer, const float* c, const float* s) 
 void KvCacheStorage::CopyBlockFrom(const KvCacheStorage& src, int src_block, int dst_block) {
   CHECK_EQ(src.shape_.num_layers, shape_.num_layers);
   CHECK_EQ(src.shape_.block_size, shape_.block_size);
+  CHECK(src.shape_.layer_region == shape_.layer_region);
   CHECK(src_block >= 0 && src_block < src.shape_.num_blocks);
   CHECK(dst_block >= 0 && dst_block < shape_.num_blocks);
-  for (int l = 0; l < shape_.num_layers; ++l) {
+  // One layer per region: the region's bytes are the block's, whichever group owns it.
+  for (int r = 0; r < shape_.num_regions(); ++r) {
+    const int l = shape_.region_layer(r);
     CHECK(src.layer_dtype_[l] == layer_dtype_[l]);
     const int64_t n = shape_.bytes_per_block_per_layer(l);
     CHECK_EQ(src.shape_.bytes_per_block_per_layer(l), n);

@@ -28,6 +28,21 @@ struct KvCacheShape {
   // Layers kept at skip_dtype (--kv-cache-dtype-skip-layers).
   std::vector<int> skip_layers;
   KvCacheDtype skip_dtype = KvCacheDtype::kFloat32;
+  // Storage region of each layer ([num_layers]; empty: region = layer). Layers of different KV
+  // cache groups share a region (kv/kv_cache_groups.h): a block belongs to one group at a time,
+  // so region r of block b holds layer groups[g].layers[r] of whichever group g owns b. Layers
+  // sharing a region must have the same dtype. Regions are 0..num_regions() - 1.
+  std::vector<int> layer_region;
+  // KV cache group of each layer ([num_layers]; empty: all 0): the block table the layer's KV
+  // is read and written through (SequenceChunk::group_block_tables).
+  std::vector<int> layer_group;
+
+  int num_regions() const;
+  int region(int layer) const { return layer_region.empty() ? layer : layer_region[layer]; }
+  int group(int layer) const { return layer_group.empty() ? 0 : layer_group[layer]; }
+  int num_groups() const;
+  // A layer stored in `region` (its row size and dtype stand for the region's).
+  int region_layer(int region) const;
 
   KvCacheDtype layer_dtype(int layer) const;
   // Bytes of one (token, KV head) row in `layer`.
@@ -38,7 +53,8 @@ struct KvCacheShape {
   int64_t bytes_per_block_per_layer(int layer) const {
     return bytes_per_token_per_layer(layer) * block_size;
   }
-  // Bytes of K and V for one token across all layers.
+  // Bytes of K and V for one token of one block across all regions (= all layers without
+  // groups): one pool block holds bytes_per_block().
   int64_t bytes_per_token() const;
   int64_t bytes_per_block() const { return bytes_per_token() * block_size; }
   int64_t total_bytes() const { return bytes_per_block() * num_blocks; }

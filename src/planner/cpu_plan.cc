@@ -33,6 +33,11 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
   }
 
   PlanInput in;
+  const KvCacheGroups groups = CpuKvCacheGroups(config, format, o.free_kv_outside_windows);
+  if (!groups.is_single_full()) {
+    in.kv_group_windows = groups.windows();
+    in.kv_layers_per_group = groups.layers_per_group;
+  }
   in.model = config;
   in.device_name = "CPU";
   in.tensor_parallel_size = 1;
@@ -93,6 +98,8 @@ StatusOr<MemoryPlan> ComputeCpuKvPlanWithDraft(const ModelConfig& config, int64_
   if (o.activation_bytes < 0)
     o.activation_bytes = CpuActivationBytes(config, o.max_num_batched_tokens, o.max_num_seqs);
   o.activation_bytes += draft.activation_bytes;
+  // The draft reads and writes through the target's block tables: one full table each.
+  o.free_kv_outside_windows = false;
   const int64_t weights = weights_bytes + draft.weights_bytes;
   if (!o.num_gpu_blocks_override && draft.kv_bytes_per_token > 0) {
     // The budget left after both models' weights and activations, shared by the two caches in
@@ -117,7 +124,22 @@ KvCacheShape CpuKvCacheShape(const MemoryPlan& plan) {
   if (f.storage_dtype != KvCacheDtype::kAuto) shape.dtype = f.storage_dtype;
   shape.skip_layers = f.skip_layers;
   if (f.skip_dtype != KvCacheDtype::kAuto) shape.skip_dtype = f.skip_dtype;
+  if (!plan.input.kv_group_windows.empty()) {
+    const KvCacheGroups groups = CpuKvCacheGroups(plan.input.model, f, true);
+    shape.layer_region = groups.layer_region;
+    shape.layer_group = groups.layer_group;
+  }
   return shape;
+}
+
+KvCacheGroups CpuKvCacheGroups(const ModelConfig& config, const KvElementFormat& format,
+                               bool allow_windows) {
+  std::vector<int> windows(config.num_layers);
+  for (int l = 0; l < config.num_layers; ++l) windows[l] = config.LayerWindow(l);
+  const bool windowed = std::any_of(windows.begin(), windows.end(), [](int w) { return w > 0; });
+  if (!allow_windows || !windowed || !format.skip_layers.empty())
+    return SingleFullKvCacheGroup(config.num_layers);
+  return MakeKvCacheGroups(windows);
 }
 
 }  // namespace pagellm

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/kv_cache_dtype.h"
+#include "kv/kv_cache_groups.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
@@ -45,7 +46,18 @@ struct CpuKvOptions {
   // nullopt: FreeHostMemoryBytes(), except when host_memory_bytes is injected (a plan for
   // another host is not bounded by this one's free memory).
   std::optional<int64_t> host_free_bytes;
+  // Free the KV blocks that sliding-window layers no longer see (KV cache groups,
+  // CpuKvCacheGroups). Off where block tables must be single full tables: beside a draft
+  // model (it reads the target's table) and under tensor parallelism.
+  bool free_kv_outside_windows = true;
 };
+
+// The KV cache groups (kv/kv_cache_groups.h) of the CPU engine for `config` with KV format
+// `format`: from the layers' sliding windows when allow_windows, the model has a windowed layer
+// and every layer is stored in one dtype (no --kv-cache-dtype-skip-layers); one full-attention
+// group of all layers otherwise.
+KvCacheGroups CpuKvCacheGroups(const ModelConfig& config, const KvElementFormat& format,
+                               bool allow_windows);
 
 // The activation figure used when CpuKvOptions::activation_bytes < 0: the CPU backend's
 // scratch for T = max_num_batched_tokens tokens,
@@ -96,7 +108,8 @@ StatusOr<MemoryPlan> ComputeCpuKvPlanWithDraft(const ModelConfig& config, int64_
 StatusOr<MemoryPlan> PlanCpuKvCache(const LoadedModel& model, const CpuKvOptions& options);
 
 // The storage shape to allocate for a CPU plan: num_blocks = plan.num_blocks_allocated
-// (usable blocks + the null block 0), dtype and skip layers from the plan's KV format.
+// (usable blocks + the null block 0), dtype and skip layers from the plan's KV format, layer
+// regions and groups from its KV cache groups.
 KvCacheShape CpuKvCacheShape(const MemoryPlan& plan);
 
 }  // namespace pagellm

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kv/kv_cache_groups.h"
 #include "planner/byte_size.h"
 
 namespace pagellm {
@@ -110,9 +111,26 @@ StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
   p.kv_bytes_per_token = KvBytesPerToken(in.kv_format, c.num_layers, c.num_kv_heads, c.head_dim);
   p.kv_bytes_per_token_per_device =
       KvBytesPerToken(in.kv_format, c.num_layers, p.kv_heads_per_device, c.head_dim);
-  p.kv_bytes_per_block = p.kv_bytes_per_token_per_device * in.block_size;
-  p.blocks_per_request = (in.max_model_len + in.block_size - 1) / in.block_size;
-  p.kv_bytes_per_request = p.blocks_per_request * in.block_size * p.kv_bytes_per_token;
+  const bool grouped = !in.kv_group_windows.empty();
+  auto blocks_for = [&in, grouped](int64_t len) {
+    return grouped ? BlocksPerRequest(in.kv_group_windows, in.block_size, len)
+                   : (len + in.block_size - 1) / in.block_size;
+  };
+  if (grouped) {
+    // A pool block holds the K/V of one group's layers (kv/kv_cache_groups.h).
+    p.kv_bytes_per_block =
+        KvBytesPerToken(in.kv_format, in.kv_layers_per_group, p.kv_heads_per_device, c.head_dim) *
+        in.block_size;
+    p.blocks_per_request = blocks_for(in.max_model_len);
+    p.kv_bytes_per_request =
+        p.blocks_per_request *
+        KvBytesPerToken(in.kv_format, in.kv_layers_per_group, c.num_kv_heads, c.head_dim) *
+        in.block_size;
+  } else {
+    p.kv_bytes_per_block = p.kv_bytes_per_token_per_device * in.block_size;
+    p.blocks_per_request = blocks_for(in.max_model_len);
+    p.kv_bytes_per_request = p.blocks_per_request * in.block_size * p.kv_bytes_per_token;
+  }
   p.kv_bytes_per_request_per_device = p.blocks_per_request * p.kv_bytes_per_block;
   if (!in.kv_cache_memory_bytes) ApplyFreeMemoryBound(in, &p);
 
@@ -136,14 +154,14 @@ StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
   }
   p.num_blocks_allocated = p.num_blocks + 1;
   p.kv_cache_bytes_allocated = p.num_blocks_allocated * p.kv_bytes_per_block;
-  p.num_tokens = p.num_blocks * in.block_size;
+  p.num_tokens = p.num_blocks * in.block_size /
+                 (grouped ? static_cast<int64_t>(in.kv_group_windows.size()) : 1);
   p.max_concurrency = static_cast<double>(p.num_blocks) / static_cast<double>(p.blocks_per_request);
   p.total_bytes_per_device =
       p.weights_bytes_per_device + p.activation_bytes + p.kv_cache_bytes_allocated;
 
   const int64_t blocks = p.num_blocks;
-  const int64_t bs = in.block_size;
-  auto fits = [blocks, bs](int64_t len) { return (len + bs - 1) / bs <= blocks; };
+  auto fits = [blocks, &blocks_for](int64_t len) { return blocks_for(len) <= blocks; };
   p.fits = fits(in.max_model_len);
   p.max_model_len_that_fits = LargestFittingLength(in.max_model_len, fits);
 

@@ -54,6 +54,11 @@ struct PlanInput {
   // itself.
   std::optional<int64_t> free_memory_bytes;
   int64_t free_memory_headroom_bytes = 0;
+  // KV cache groups (kv/kv_cache_groups.h) of an engine that frees the blocks sliding-window
+  // layers no longer see: each group's window (0: full attention) and the layers per group
+  // (one pool block holds that many layers). Empty: one full-attention group of every layer.
+  std::vector<int32_t> kv_group_windows;
+  int kv_layers_per_group = 0;
 };
 
 struct MemoryPlan {
@@ -74,9 +79,13 @@ struct MemoryPlan {
   int kv_heads_per_device = 0;
   int64_t kv_bytes_per_token = 0;             // whole model: 2 x layers x kv_heads x head_dim x b
   int64_t kv_bytes_per_token_per_device = 0;  // one rank (replicated heads counted per rank)
-  int64_t kv_bytes_per_block = 0;             // one rank, block_size tokens
-  int64_t blocks_per_request = 0;             // ceil(max_model_len / block_size)
-  int64_t kv_bytes_per_request = 0;           // whole model, blocks_per_request whole blocks
+  // One rank, block_size tokens of every layer, or of kv_layers_per_group layers with groups.
+  int64_t kv_bytes_per_block = 0;
+  // ceil(max_model_len / block_size); with groups, over all groups while decoding: full
+  // groups ceil(max_model_len / block_size) each, window groups
+  // min(that, ceil((window - 1) / block_size) + 1) each (BlocksPerRequest).
+  int64_t blocks_per_request = 0;
+  int64_t kv_bytes_per_request = 0;  // whole model, blocks_per_request whole blocks
   int64_t kv_bytes_per_request_per_device = 0;
 
   // Blocks (the same count on every rank).
@@ -84,7 +93,7 @@ struct MemoryPlan {
   bool num_blocks_from_override = false;
   int64_t num_blocks_allocated = 0;      // num_blocks + the null block: what the engine allocates
   int64_t kv_cache_bytes_allocated = 0;  // per device, num_blocks_allocated x bytes per block
-  int64_t num_tokens = 0;                // num_blocks x block_size
+  int64_t num_tokens = 0;                // num_blocks x block_size (/ number of groups with groups)
   double max_concurrency = 0;            // requests of max_model_len tokens held at once
   int64_t total_bytes_per_device = 0;    // weights + activations + allocated KV
 

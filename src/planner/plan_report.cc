@@ -38,6 +38,8 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"kv_bytes_per_block", p.kv_bytes_per_block},
       {"max_model_len", in.max_model_len},
       {"blocks_per_request", p.blocks_per_request},
+      {"kv_group_windows", in.kv_group_windows},
+      {"kv_layers_per_group", in.kv_layers_per_group},
       {"kv_bytes_per_request", p.kv_bytes_per_request},
       {"kv_bytes_per_request_per_device", p.kv_bytes_per_request_per_device},
       {"num_blocks", p.num_blocks},
@@ -79,6 +81,17 @@ std::string PlanTable(const MemoryPlan& p) {
       {"KV bytes per token",
        fmt::format("{} ({} per device)", p.kv_bytes_per_token, p.kv_bytes_per_token_per_device)},
       {"block size", fmt::format("{} tokens", in.block_size)},
+      {"KV cache groups",
+       in.kv_group_windows.empty()
+           ? std::string("1 (every layer keeps every block)")
+           : fmt::format(
+                 "{} of {} layers: {} full attention, {} sliding window {} (blocks "
+                 "outside the window are freed)",
+                 in.kv_group_windows.size(), in.kv_layers_per_group,
+                 std::count(in.kv_group_windows.begin(), in.kv_group_windows.end(), 0),
+                 std::count_if(in.kv_group_windows.begin(), in.kv_group_windows.end(),
+                               [](int32_t w) { return w > 0; }),
+                 *std::max_element(in.kv_group_windows.begin(), in.kv_group_windows.end()))},
       {"KV bytes per block", bytes(p.kv_bytes_per_block) + " per device"},
       {"max model len",
        fmt::format("{} tokens = {} blocks", in.max_model_len, p.blocks_per_request)},

@@ -47,7 +47,11 @@ Status Scheduler::AddRequest(Request request) {
   const int64_t longest = std::min<int64_t>(
       int64_t{request.num_prompt_tokens()} + request.max_tokens() + config_.num_lookahead_tokens,
       config_.max_model_len);
-  const int32_t blocks = kv_.NumBlocksFor(static_cast<int32_t>(longest));
+  // Window groups hold the window plus one step's tokens at most (a prefill chunk, or the
+  // recompute of a preempted request).
+  const int64_t blocks = kv_.NumPoolBlocksForRequest(
+      static_cast<int32_t>(longest),
+      static_cast<int32_t>(std::min<int64_t>(config_.max_num_batched_tokens, longest)));
   if (blocks > kv_.block_pool().num_usable_blocks()) {
     return InvalidArgumentError(
         fmt::format("request '{}' may need {} KV blocks but the cache has only {}", request.id(),
@@ -199,8 +203,7 @@ void Scheduler::ScheduleWaiting(int32_t& budget, std::vector<Planned>& planned,
       --num_swapped_;
     } else {
       // Waiting requests never preempt: when there is no room, admission stops here.
-      if (!kv_.AllocateSlots(*req, n, hit.num_tokens, hit.block_ids,
-                             config_.num_lookahead_tokens)) {
+      if (!kv_.AllocateSlots(*req, n, hit, config_.num_lookahead_tokens)) {
         break;
       }
       req->num_computed_tokens += hit.num_tokens;
@@ -251,6 +254,10 @@ ScheduledRequest Scheduler::MakeScheduledRequest(const Planned& p) const {
                      req.spec_token_ids.begin() + p.num_spec_tokens);
   std::span<const int32_t> table = kv_.BlockTable(req.id());
   s.block_table.assign(table.begin(), table.end());
+  if (kv_.num_groups() > 1) {
+    std::span<const std::vector<int32_t>> tables = kv_.BlockTables(req.id());
+    s.group_block_tables.assign(tables.begin(), tables.end());
+  }
   s.is_new = p.is_new;
   s.samples = req.num_computed_tokens + p.num_tokens >= req.num_tokens();
   return s;

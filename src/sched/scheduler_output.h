@@ -35,6 +35,10 @@ struct ScheduledRequest {
   // The request's whole block table after this step's allocation (block i holds positions
   // [i * block_size, (i + 1) * block_size)).
   std::vector<int32_t> block_table;
+  // With several KV cache groups (sliding-window layers, kv/kv_cache_groups.h): every group's
+  // table, group 0's equal to block_table; a window group has the null block 0 where its window
+  // no longer reaches. Empty with one group.
+  std::vector<std::vector<int32_t>> group_block_tables;
   // First scheduled, or resumed after preemption: the executor creates its per-request state.
   bool is_new = false;
   // This step reaches the end of the request's known tokens, so its last position's logits are
