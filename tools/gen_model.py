@@ -485,6 +485,22 @@ def generate_chunks(spec: TensorSpec, m: ModelShape, seed: int, embed_std: float
         yield r0, x
 
 
+def random_blocks(spec: TensorSpec, ggml_type: int, seed: int) -> np.ndarray:
+    """The tensor as random Q4_0 / Q8_0 blocks (uint8 [blocks][block bytes]): uniform codes
+    (Q4_0 nibbles 0..15 -> -8..7, std 4.61; Q8_0 int8 -127..127, std 73.6) and one fp16 scale
+    that gives weights of std 1/sqrt(in), as generate_chunks' normal values have."""
+    rng = np.random.default_rng([seed, zlib.crc32(spec.hf_name.encode()), 7])
+    cols = spec.shape[-1]
+    n = int(np.prod(spec.shape)) // 32
+    code_std, size = (4.61, 18) if ggml_type == gw.GGML_Q4_0 else (73.6, 34)
+    blocks = rng.integers(0, 256, size=(n, size), dtype=np.uint8)
+    if ggml_type == gw.GGML_Q8_0:
+        blocks[:, 2:][blocks[:, 2:] == 128] = 129  # int8 -128 is outside Q8_0's range
+    scale = np.full(n, 1.0 / (code_std * math.sqrt(cols)), dtype="<f2")
+    blocks[:, 0:2] = scale.view(np.uint8).reshape(-1, 2)
+    return blocks
+
+
 # config.json keys of the shape flags --weights-from fills in.
 HF_SHAPE_KEYS = {"hidden": "hidden_size", "intermediate": "intermediate_size",
                  "layers": "num_hidden_layers", "heads": "num_attention_heads",
@@ -839,6 +855,11 @@ def parse_args(argv=None):
     p.add_argument("--embed-std", type=float,
                    help="embedding std (default max(0.02, 1/sqrt(hidden)))")
     p.add_argument("--allow-in-repo", action="store_true", help="permit outputs inside the repo")
+    p.add_argument("--random-blocks", action="store_true",
+                   help="GGUF q4_0/q8_0 only, no --out: write the decoder and expert matrices as "
+                   "random quantized blocks (uniform codes, scales giving the same 1/sqrt(in) "
+                   "spread) instead of quantizing normal values; ~50x faster, for speed "
+                   "benchmarks of large shapes (Qwen3-30B-A3B)")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     if not args.out and not args.gguf:
@@ -998,6 +1019,10 @@ def main(argv=None) -> int:
         gtype_t = gg.tensor_type(s.gguf_name) if gg else None
         chunks = (file_chunks(s, m, tensors) if tensors is not None
                   else generate_chunks(s, m, args.seed, embed_std))
+        if (args.random_blocks and gg and not st and s.kind == "matrix"
+                and gtype_t in (gw.GGML_Q4_0, gw.GGML_Q8_0)):
+            gg.write_tensor_data(s.gguf_name, random_blocks(s, gtype_t, args.seed))
+            continue
         for r0, x in chunks:
             x = round_to_dtype(x, args.dtype)
             if st:
