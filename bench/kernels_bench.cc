@@ -138,8 +138,8 @@ void BM_Gemm(benchmark::State& state, DType type, int64_t rows, int64_t cols, in
 }
 
 void RegisterAll() {
-  const DType types[] = {DType::kQ4_0, DType::kQ4_Z, DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
-                         DType::kQ6_K, DType::kIQ4_XS, DType::kBF16, DType::kF16, DType::kF32};
+  const DType types[] = {DType::kQ4_0, DType::kQ4_Z,   DType::kQ8_0, DType::kQ4_K, DType::kQ5_K,
+                         DType::kQ6_K, DType::kIQ4_XS, DType::kBF16, DType::kF16,  DType::kF32};
   struct Shape {
     int64_t rows, cols;
     bool gemm;

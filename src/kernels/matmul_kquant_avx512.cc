@@ -11,8 +11,8 @@
 // same way. The fp32 step per super-block is the reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
-// any batch size and row split. Tokens go in tiles of up to kTile, each tile streaming the
-// group once (a prefill group is L1/L2-resident after the first tile).
+// any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
+// prefill group, 16 rows x cols, is L1/L2-resident after the first tile).
 #include "kernels/simd_avx512.h"
 // (simd_avx512.h first: it sets the diagnostics <immintrin.h> needs.)
 #include <algorithm>
@@ -23,6 +23,9 @@
 namespace pagellm::kernels_internal::avx512 {
 namespace {
 
+// Tokens per pass over a packed group. Prefill (GFLOP/s of gemm Q4_K 2048x2048 n64, 1 thread,
+// alternating runs): 4 tokens unpacking every pass ~110; a group unpacked once into a
+// one-byte-per-weight panel swept by 8-token tiles ~50 (spills) or token by token ~70-85.
 constexpr int kTile = 4;
 // Software prefetch distance of the weight stream (as the Q4_0 kernels': matmul_quant_avx512.cc).
 constexpr int64_t kPrefetchBytes = 65536;
@@ -103,14 +106,95 @@ inline void Bsum32Pairs(const uint8_t* bsum, int32_t (&pairs)[4]) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(pairs), _mm256_cvtepi32_epi16(s32));
 }
 
-// T tokens over one packed 16-row group.
+// The sub-block scales of unit j's halves (Q6_K: 16-element sub-blocks 2j, 2j + 1) or, twice,
+// of the unit, in the lanes.
+template <DType kType>
+inline void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j, __m512i* sc_lo,
+                       __m512i* sc_hi) {
+  if constexpr (kType == DType::kQ6_K) {
+    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
+    *sc_lo = LowHalves(w);
+    *sc_hi = HighHalves(w);
+  } else {
+    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
+    *sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
+    *sc_hi = *sc_lo;
+  }
+}
+
+// isum + one token's unit j: the two vpdpbusd chains (x: the unit's 32 activations) times the
+// sub-block scales.
+template <DType kType>
+inline __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)[4], __m512i sc_lo,
+                       __m512i sc_hi, const uint8_t* x) {
+  __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    cl = DpbusdBroadcast(cl, lo[k], x + 4 * k);
+    ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
+  }
+  if constexpr (kType == DType::kQ6_K) {
+    return _mm512_add_epi32(
+        isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
+  } else {
+    return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
+  }
+}
+
+// One token's super-block s after the units: the offsets' and mins' terms, then the fp32 step
+// into acc (at: the token's activations; d, m: the rows' super-block factors).
+template <DType kType>
+inline __m512 SuperBlockStep(__m512 acc, __m512i s1, const uint8_t* sb,
+                             const KQuantPackedLayout& pl, const uint8_t* at,
+                             const Q8KActsLayout& al, int64_t s, __m512 d, __m512 m) {
+  constexpr bool kMin = kType == DType::kQ4_K || kType == DType::kQ5_K;
+  const uint8_t* bsum = at + al.bsum_offset + 32 * s;
+  [[maybe_unused]] __m512i s2;
+  if constexpr (kType == DType::kQ6_K) {
+    // -32 * sum_j sc_j * bsum_j over the 16 sub-blocks of 16.
+    __m512i b = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      b = DpwssdBroadcast(b, Pairs16(sb + pl.sc_offset + 32 * p), bsum + 4 * p);
+    }
+    s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 5));
+  } else {
+    alignas(16) int32_t pairs[4];
+    Bsum32Pairs(bsum, pairs);
+    const uint8_t* pp = reinterpret_cast<const uint8_t*>(pairs);
+    __m512i b = _mm512_setzero_si512();
+    const int64_t off = kMin ? pl.mn_offset : pl.sc_offset;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) b = DpwssdBroadcast(b, Pairs16(sb + off + 32 * p), pp + 4 * p);
+    if constexpr (kMin) {
+      s2 = b;
+    } else {
+      s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 7));  // IQ4_XS: -128 * sum sc * bsum32
+    }
+  }
+  float dx;
+  std::memcpy(&dx, at + al.d_offset + 4 * s, 4);
+  const __m512 vdx = _mm512_set1_ps(dx);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d, vdx), acc);
+  if constexpr (kMin) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, vdx), acc);
+  return acc;
+}
+
+template <DType kType>
+inline void LoadFactors(const uint8_t* sb, const KQuantPackedLayout& pl, __m512* d, __m512* m) {
+  *d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.d_offset)));
+  *m = _mm512_setzero_ps();
+  if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+    *m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.m_offset)));
+  }
+}
+
+// T tokens over one packed 16-row group, unpacking each unit once for all of them.
 template <DType kType, int T>
 void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KActsLayout& al,
                  const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
-  constexpr bool kMin = kType == DType::kQ4_K || kType == DType::kQ5_K;
-  constexpr bool kQ6 = kType == DType::kQ6_K;
   __m512 acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
@@ -120,86 +204,28 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
       }
     }
     __m512i isum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      __m512i lo[4], hi[4];
+      __m512i lo[4], hi[4], sc_lo, sc_hi;
       UnitCodes<kType>(sb, j, lo, hi);
-      // Scales of the unit's halves (Q6_K) or of the unit.
-      __m512i sc_lo, sc_hi;
-      if constexpr (kQ6) {
-        const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
-        sc_lo = LowHalves(w);
-        sc_hi = HighHalves(w);
-      } else {
-        const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
-        sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
-        sc_hi = sc_lo;
-      }
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        const uint8_t* x = act + t * al.bytes + 256 * s + 32 * j;
-        __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; ++k) {
-          cl = DpbusdBroadcast(cl, lo[k], x + 4 * k);
-          ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
-        }
-        if constexpr (kQ6) {
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo),
-                                                               _mm512_mullo_epi32(ch, sc_hi)));
-        } else {
-          isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
-        }
-      }
-    }
-    // The offsets' and mins' terms, then the fp32 step.
-    const __m512 d = _mm512_cvtph_ps(
-        _mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.d_offset)));
-    [[maybe_unused]] __m512 m;
-    if constexpr (kMin) {
-      m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.m_offset)));
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; ++t) {
-      const uint8_t* at = act + t * al.bytes;
-      const uint8_t* bsum = at + al.bsum_offset + 32 * s;
-      __m512i s1 = isum[t];
-      [[maybe_unused]] __m512i s2;
-      if constexpr (kQ6) {
-        // -32 * sum_j sc_j * bsum_j over the 16 sub-blocks of 16.
-        __m512i b = _mm512_setzero_si512();
+      UnitScales<kType>(sb, pl, j, &sc_lo, &sc_hi);
 #pragma GCC unroll 8
-        for (int p = 0; p < 8; ++p) {
-          b = DpwssdBroadcast(b, Pairs16(sb + pl.sc_offset + 32 * p), bsum + 4 * p);
-        }
-        s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 5));
-      } else {
-        alignas(16) int32_t pairs[4];
-        Bsum32Pairs(bsum, pairs);
-        const uint8_t* pp = reinterpret_cast<const uint8_t*>(pairs);
-        __m512i b = _mm512_setzero_si512();
-        const int64_t off = kMin ? pl.mn_offset : pl.sc_offset;
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) b = DpwssdBroadcast(b, Pairs16(sb + off + 32 * p), pp + 4 * p);
-        if constexpr (kMin) {
-          s2 = b;
-        } else {
-          s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 7));  // IQ4_XS: -128 * sum sc * bsum32
-        }
+      for (int t = 0; t < T; ++t) {
+        isum[t] =
+            UnitDot<kType>(isum[t], lo, hi, sc_lo, sc_hi, act + t * al.bytes + 256 * s + 32 * j);
       }
-      float dx;
-      std::memcpy(&dx, at + al.d_offset + 4 * s, 4);
-      const __m512 vdx = _mm512_set1_ps(dx);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d, vdx), acc[t]);
-      if constexpr (kMin) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, vdx), acc[t]);
-      }
+    }
+    __m512 d, m;
+    LoadFactors<kType>(sb, pl, &d, &m);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = SuperBlockStep<kType>(acc[t], isum[t], sb, pl, act + t * al.bytes, al, s, d, m);
     }
   }
   const __mmask16 mask = TailMask16(valid);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, acc[t]);
 }
 
@@ -221,10 +247,9 @@ void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
     const uint8_t* group = w.packed + (r / 16) * pl.group_bytes;
     const int valid = static_cast<int>(std::min<int64_t>(16, r1 - r));
     for (int64_t t = t0; t < t1; t += kTile) {
-      const uint8_t* act = a.qx + t * al.bytes;
-      float* y = a.y + t * w.rows + r;
       WithTileSize<kTile>(std::min<int64_t>(kTile, t1 - t), [&](auto tile) {
-        GroupTokens<kType, decltype(tile)::value>(group, pl, al, act, valid, y, w.rows, stop);
+        GroupTokens<kType, decltype(tile)::value>(group, pl, al, a.qx + t * al.bytes, valid,
+                                                  a.y + t * w.rows + r, w.rows, stop);
       });
     }
   }

@@ -60,10 +60,10 @@ enum class ActQuant : uint8_t {
 
 // The copy of a format's matrices that the AVX-512 kernels stream (packed_weights.h).
 enum class PackedLayout : uint8_t {
-  kNone,        // the kernels read the rows as stored
-  kQuantPairs,  // QuantPackedLayout: 16-row groups of block pairs, codes then fp16 scales
-  kF16Lanes,    // F16LaneLayout: 16-row groups, each k's 16 rows in fp16 lanes
-  kQ4ZQuads,    // Q4ZPackedLayout: 16-row groups of block quads, codes, fp16 scales, zeros
+  kNone,         // the kernels read the rows as stored
+  kQuantPairs,   // QuantPackedLayout: 16-row groups of block pairs, codes then fp16 scales
+  kF16Lanes,     // F16LaneLayout: 16-row groups, each k's 16 rows in fp16 lanes
+  kQ4ZQuads,     // Q4ZPackedLayout: 16-row groups of block quads, codes, fp16 scales, zeros
   kKQuantLanes,  // KQuantPackedLayout: 16-row groups of super-blocks, code planes, int8 scales
 };
 
