@@ -9,8 +9,8 @@
 //
 // Shapes (out x in): 512x2048 (hot: L2-resident, the compute limit of the decode kernels),
 // 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down), 128256x2048 (lm_head, gemv only).
-// PAGELLM_SIMD=avx2|scalar caps the SIMD level. Q8_0/Q4_0/Q4_Z(128) weights are packed as the
-// backend packs them at load (PAGELLM_PACKED_WEIGHTS=0: row-major).
+// PAGELLM_SIMD=avx2|scalar caps the SIMD level. Q8_0/Q4_0/Q4_Z(128) and Q4_K/Q5_K/Q6_K/IQ4_XS
+// weights are packed as the backend packs them at load (PAGELLM_PACKED_WEIGHTS=0: row-major).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -139,6 +139,7 @@ void BM_Gemm(benchmark::State& state, DType type, int64_t rows, int64_t cols, in
 
 void RegisterAll() {
   const DType types[] = {DType::kQ4_0, DType::kQ4_Z, DType::kQ4_Z128, DType::kQ8_0,
+                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,    DType::kIQ4_XS,
                          DType::kBF16, DType::kF16,  DType::kF32};
   struct Shape {
     int64_t rows, cols;

@@ -79,17 +79,17 @@ Plan MakePlan(SimdLevel level, const WeightFormat& f) {
   Plan p;
   p.block = f.kernels->block[static_cast<int>(level)];
   if (decode) {
-    // Rows are decoded one at a time and swept by every token of the block (the kernels'
-    // own loops): no register tiles to align to.
+    // The kernels loop over rows and tokens themselves; tasks start on 16-row groups at the
+    // AVX-512 level, where Q4_K / Q5_K / Q6_K / IQ4_XS read a packed copy (kquant_packed.h).
     if (f.act_quant == ActQuant::kQ8Block256) {
-      p.prepare = ki::PrepareQ8KActs;
+      p.prepare = level == SimdLevel::kAvx512 ? ki::avx512::PrepareQ8KActs : ki::PrepareQ8KActs;
     } else {
       CHECK(f.act_quant == ActQuant::kQ8Block32) << f.name;
       p.prepare = level == SimdLevel::kAvx512 ? ki::avx512::PrepareQuantActs
                   : level == SimdLevel::kAvx2 ? ki::avx2::PrepareQuantActs
                                               : ki::scalar::PrepareQuantActs;
     }
-    p.row_tile = 4;
+    p.row_tile = level == SimdLevel::kAvx512 ? 16 : 4;
     p.token_tile = 1;
     return p;
   }

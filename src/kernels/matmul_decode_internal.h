@@ -51,9 +51,12 @@ inline Q8KActsLayout GetQ8KActsLayout(int64_t cols) {
   return l;
 }
 
-// Scalar at every level (O(cols) per token against the matmul's O(rows * cols)); the code
-// offset is unused.
+// The reference (used at the scalar and AVX2 levels); the code offset is unused.
 void PrepareQ8KActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
+namespace avx512 {
+// The same bytes, vectorized (matmul_quant_avx512.cc).
+void PrepareQ8KActs(int32_t code_offset, const float* x, int64_t cols, uint8_t* out);
+}  // namespace avx512
 
 // ---- Decoded rows -------------------------------------------------------------------------------
 //
@@ -253,6 +256,10 @@ namespace avx512 {
 // Needs AVX512_VNNI; the dispatcher falls back to avx2 without it.
 template <DType kType>
 void MatMulDecodeBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+// Q4_K, Q5_K, Q6_K, IQ4_XS: the kernels over the packed copy (kquant_packed.h) when the matrix
+// has one (row ranges then start on 16-row groups), else MatMulDecodeBlock.
+template <DType kType>
+void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 }  // namespace avx512
 
 // Per-calling-thread scratch of at least `bytes`, 64-byte aligned (grows, never shrinks).

@@ -13,6 +13,7 @@
 #include "base/thread_pool.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/packed_weights.h"
 
 namespace pagellm {
 namespace {
@@ -103,6 +104,49 @@ TEST(MatMulDecodeTest, EveryLevelEqualsScalarAndIsBatchInvariant) {
                 << " row " << r << ": " << y[tok * rows + r] << " vs " << ref[tok * rows + r];
             ASSERT_TRUE(SameBits(y1[r], y[tok * rows + r]))
                 << DTypeName(t) << " " << SimdLevelName(level) << " batch of 1, row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The load-time packed copy of Q4_K / Q5_K / Q6_K / IQ4_XS (kernels/kquant_packed.h): the
+// AVX-512 kernels over it equal the scalar reference bit for bit, for decode and prefill token
+// counts (tails of the 4-token tiles), ragged last row groups and any thread split; each token
+// alone gives its row of the batch result.
+TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
+  constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+  if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
+  std::mt19937 rng(19);
+  ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{1, 256}, {16, 512}, {37, 768}, {100, 2048}, {33, 4096}};
+  for (DType t : kPackedTypes) {
+    for (const Shape& sh : shapes) {
+      OwnedWeights ow = RandomBlocks(rng, t, sh.rows, sh.cols);
+      PackedWeights packed;
+      packed.Add(ow.w);
+      const WeightMatrix& pw = packed.Get(ow.w);
+      ASSERT_NE(pw.packed, nullptr) << DTypeName(t);
+      for (int64_t n : {1, 2, 3, 5, 11}) {
+        const std::vector<float> x = RandomVector(rng, n * sh.cols);
+        const std::vector<float> ref = RunAt(SimdLevel::kScalar, ow.w, x, n, nullptr);
+        const std::vector<float> y1 = RunAt(SimdLevel::kAvx512, pw, x, n, nullptr);
+        const std::vector<float> y2 = RunAt(SimdLevel::kAvx512, pw, x, n, &pool);
+        for (int64_t i = 0; i < n * sh.rows; ++i) {
+          ASSERT_TRUE(SameBits(y1[i], ref[i]) && SameBits(y2[i], ref[i]))
+              << DTypeName(t) << " " << sh.rows << "x" << sh.cols << " n " << n << " at " << i
+              << ": " << y1[i] << " / " << y2[i] << " vs " << ref[i];
+        }
+        for (int64_t tok = 0; tok < n; tok += 2) {
+          const std::vector<float> xt(x.begin() + tok * sh.cols, x.begin() + (tok + 1) * sh.cols);
+          const std::vector<float> yt = RunAt(SimdLevel::kAvx512, pw, xt, 1, &pool);
+          for (int64_t r = 0; r < sh.rows; ++r) {
+            ASSERT_TRUE(SameBits(yt[r], ref[tok * sh.rows + r]))
+                << DTypeName(t) << " token " << tok << " alone, row " << r;
           }
         }
       }

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "pagellm/check.h"
@@ -611,6 +612,28 @@ void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
     const int32_t bias = -c * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     std::memcpy(out + l.dx_offset + 4 * b, &d, 4);
     std::memcpy(out + l.bias_offset + 4 * b, &bias, 4);
+  }
+}
+
+void PrepareQ8KActs(int32_t, const float* x, int64_t cols, uint8_t* out) {
+  const Q8KActsLayout l = GetQ8KActsLayout(cols);
+  std::memset(out + l.d_offset, 0, static_cast<size_t>(l.bytes - l.d_offset));
+  for (int64_t s = 0; s < l.nsb; ++s) {
+    const float* xs = x + 256 * s;
+    __m512 m = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + 16 * i)));
+    const float d = _mm512_reduce_max_ps(m) / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    alignas(32) int16_t bsum[16];
+    for (int i = 0; i < 16; ++i) {
+      const __m512i q =
+          _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(_mm512_loadu_ps(xs + 16 * i), id)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 256 * s + 16 * i), _mm512_cvtepi32_epi8(q));
+      bsum[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+    }
+    std::memcpy(out + l.d_offset + 4 * s, &d, 4);
+    std::memcpy(out + l.bsum_offset + 32 * s, bsum, 32);
   }
 }
 

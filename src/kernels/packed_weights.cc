@@ -36,7 +36,8 @@ bool MatMulUsesPackedWeights(DType dtype) {
   if (disabled) return false;
   if (ActiveSimdLevel() != SimdLevel::kAvx512) return false;
   // The integer kernels that read it need VNNI; without it the AVX2 ones run on the rows.
-  return f.matmul != MatMulFamily::kInt8Dot || GetCpuFeatures().avx512_vnni;
+  const bool integer = f.matmul == MatMulFamily::kInt8Dot || f.matmul == MatMulFamily::kInt8Decode;
+  return !integer || GetCpuFeatures().avx512_vnni;
 }
 
 void PackF16Lanes(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {

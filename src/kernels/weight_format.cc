@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/half.h"
+#include "kernels/kquant_packed.h"
 #include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
@@ -90,6 +91,17 @@ constexpr ki::MatMulKernels kDecodeKernels = {{ki::scalar::MatMulDecodeBlock<kTy
                                                ki::avx2::MatMulDecodeBlock<kType>,
                                                ki::avx512::MatMulDecodeBlock<kType>}};
 
+// Q4_K, Q5_K, Q6_K, IQ4_XS: the AVX-512 level reads the packed copy (kquant_packed.h).
+template <DType kType>
+constexpr ki::MatMulKernels kKQuantKernels = {{ki::scalar::MatMulDecodeBlock<kType>,
+                                               ki::avx2::MatMulDecodeBlock<kType>,
+                                               ki::avx512::MatMulKQuantBlock<kType>}};
+
+template <DType kType>
+int64_t KQuantLanesBytes(int64_t rows, int64_t cols) {
+  return KQuantPackedBytes(kType, rows, cols);
+}
+
 // A row: geometry from the DType's row, the rest filled in by `fill`.
 template <typename Fill>
 constexpr WeightFormat Row(DType t, Fill fill) {
@@ -116,6 +128,12 @@ constexpr WeightFormat DecodeRow(int ggml_type, DequantizeRowFn dequantize,
     f.act_quant = super ? ActQuant::kQ8Block256 : ActQuant::kQ8Block32;
     f.act_code_offset = super ? 0 : -1;
     f.kernels = &kDecodeKernels<kType>;
+    if constexpr (HasKQuantPackedLayout(kType)) {
+      f.kernels = &kKQuantKernels<kType>;
+      f.packed = PackedLayout::kKQuantLanes;
+      f.packed_bytes = KQuantLanesBytes<kType>;
+      f.pack = PackKQuantWeights;
+    }
     f.bind = BindInPlace;
   });
 }

@@ -65,6 +65,7 @@ enum class PackedLayout : uint8_t {
   kF16Lanes,     // F16LaneLayout: 16-row groups, each k's 16 rows in fp16 lanes
   kQ4ZQuads,     // Q4ZPackedLayout: 16-row groups of block quads, codes, fp16 scales, zeros
   kQ4Z128Quads,  // Q4Z128PackedLayout: as kQ4ZQuads, one scale and zero point per quad
+  kKQuantLanes,  // KQuantPackedLayout: 16-row groups of super-blocks, code planes, int8 scales
 };
 
 struct WeightFormat;

@@ -1,0 +1,84 @@
+// The load-time packed copy of K-quant / IQ4_XS matrices (Q4_K, Q5_K, Q6_K, IQ4_XS) that the
+// AVX-512 VNNI kernels (matmul_kquant_avx512.cc) stream: 16 rows in the int32 lanes of a
+// register, like Q4_0's QuantPackedLayout, so a token's dot products of 16 rows take vertical
+// vpdpbusd chains and no horizontal sums. Codes keep their bit width (bytes per weight stay
+// within 1-3% of the file's); scales and mins are decoded once, here, into int8 and fp16.
+//
+// Groups of 16 rows, group g at packed + g * group_bytes, each nsb = cols / 256 super-blocks of
+// sb_bytes (a multiple of 64), super-block s at s * sb_bytes:
+//   nib  [8 units][4 k][16 rows][4 bytes]  (2048 bytes) unit j = elements 32j..32j+31; the
+//        dword of row r in register (j, k) holds, byte b: low nibble = the low 4 bits of the
+//        unsigned code of element 32j + 4k + b, high nibble = those of element 32j + 16 + 4k + b
+//   Q5_K: hb5 [8 units][16][4] (512): bit k of byte b = bit 4 of element 32j + 4k + b's code,
+//        bit 4 + k = bit 4 of element 32j + 16 + 4k + b's code
+//   Q6_K: hb6 [4 unit pairs][4 k][16][4] (1024): bits 4-5 of the codes of, by bit pair of byte
+//        b, elements 64i + 4k + b, 64i + 16 + 4k + b, 64i + 32 + 4k + b, 64i + 48 + 4k + b
+//   sc   int8 [pairs][16 rows][2]: the sub-block scales of each row, two sub-blocks per dword
+//        (Q6_K: 8 pairs of 16-element sub-blocks; the others: 4 pairs of 32-element ones)
+//   mn   int8 [4][16][2] (Q4_K, Q5_K): the sub-block mins, as sc
+//   d    fp16 [16]: the super-block scale of each row
+//   m    fp16 [16] (Q4_K, Q5_K): -dmin of each row
+// followed by zero padding to the 64-byte multiple. The unsigned code u is the reference
+// decoder's code q (matmul_decode_internal.h) plus an offset: 0 (Q4_K, Q5_K), 32 (Q6_K), or,
+// for IQ4_XS, u is the table index and the kernel looks up q + 128. Rows past the matrix end
+// are zero (their lanes compute zeros that are never stored).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "kernels/weight_matrix.h"
+#include "pagellm/dtype.h"
+
+namespace pagellm {
+
+struct KQuantPackedLayout {
+  static constexpr int64_t kNibBytes = 2048;
+  int64_t extra_bytes = 0;  // hb5 or hb6 plane after nib
+  int64_t sc_offset = 0;    // from the super-block's start
+  int64_t sc_pairs = 0;     // 8 (Q6_K) or 4
+  int64_t mn_offset = 0;    // 0: no mins
+  int64_t d_offset = 0;
+  int64_t m_offset = 0;  // 0: no mins
+  int64_t sb_bytes = 0;
+  int64_t nsb = 0;
+  int64_t group_bytes = 0;
+  int64_t groups = 0;
+};
+
+// True for the types with a KQuantPackedLayout.
+constexpr bool HasKQuantPackedLayout(DType t) {
+  return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
+}
+
+inline KQuantPackedLayout GetKQuantPackedLayout(DType t, int64_t rows, int64_t cols) {
+  KQuantPackedLayout l;
+  l.extra_bytes = t == DType::kQ5_K ? 512 : t == DType::kQ6_K ? 1024 : 0;
+  l.sc_offset = KQuantPackedLayout::kNibBytes + l.extra_bytes;
+  l.sc_pairs = t == DType::kQ6_K ? 8 : 4;
+  int64_t end = l.sc_offset + 32 * l.sc_pairs;
+  const bool has_min = t == DType::kQ4_K || t == DType::kQ5_K;
+  if (has_min) {
+    l.mn_offset = end;
+    end += 128;
+  }
+  l.d_offset = end;
+  end += 32;
+  if (has_min) {
+    l.m_offset = end;
+    end += 32;
+  }
+  l.sb_bytes = (end + 63) / 64 * 64;
+  l.nsb = cols / 256;
+  l.group_bytes = l.nsb * l.sb_bytes;
+  l.groups = (rows + 15) / 16;
+  return l;
+}
+
+// Bytes of the packed copy of a rows x cols matrix of type t.
+int64_t KQuantPackedBytes(DType t, int64_t rows, int64_t cols);
+
+// Writes w's packed copy to out; pool (may be null) packs groups in parallel.
+void PackKQuantWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool = nullptr);
+
+}  // namespace pagellm

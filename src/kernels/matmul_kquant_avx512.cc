@@ -1,0 +1,266 @@
+// AVX-512 VNNI MatMul over the packed copy of Q4_K / Q5_K / Q6_K / IQ4_XS matrices
+// (kquant_packed.h), against Q8_K-style activations (matmul_decode_internal.h, Q8KActs).
+//
+// One register holds 16 rows, one int32 lane each. Per token and 32-element unit j of a
+// super-block, the unit's 8 code registers (4 elements of a row per lane, unpacked from the
+// nibble plane and, Q5_K / Q6_K, the high-bit plane) go through two vpdpbusd chains of 4 (the
+// unit's two 16-element halves), which are multiplied (vpmulld) by the sub-block scales in the
+// lanes and summed into S1. Offsets of the unsigned codes come back through the activations'
+// 16-element sums (bsum): Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j,
+// one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the
+// same way. The fp32 step per super-block is the reference's,
+//   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
+// and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
+// any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
+// prefill group, 16 rows x cols, is L1/L2-resident after the first tile).
+#include "kernels/simd_avx512.h"
+// (simd_avx512.h first: it sets the diagnostics <immintrin.h> needs.)
+#include <algorithm>
+
+#include "kernels/kquant_packed.h"
+#include "kernels/matmul_decode_internal.h"
+
+namespace pagellm::kernels_internal::avx512 {
+namespace {
+
+// Tokens per pass over a packed group. Prefill (GFLOP/s of gemm Q4_K 2048x2048 n64, 1 thread,
+// alternating runs): 4 tokens unpacking every pass ~110; a group unpacked once into a
+// one-byte-per-weight panel swept by 8-token tiles ~50 (spills) or token by token ~70-85.
+constexpr int kTile = 4;
+// Software prefetch distance of the weight stream (as the Q4_0 kernels': matmul_quant_avx512.cc).
+constexpr int64_t kPrefetchBytes = 65536;
+
+inline int32_t LoadI32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+inline __m512i Load512(const uint8_t* p) {
+  return _mm512_load_si512(p);
+}
+
+// Low / high int16 of each int32 lane of w, sign-extended.
+inline __m512i LowHalves(__m512i w) {
+  return _mm512_srai_epi32(_mm512_slli_epi32(w, 16), 16);
+}
+inline __m512i HighHalves(__m512i w) {
+  return _mm512_srai_epi32(w, 16);
+}
+// 32 int8 at p as int16 (lane r: the pair of row r).
+inline __m512i Pairs16(const uint8_t* p) {
+  return _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+// (a & 0x0f-style mask already applied) | (b & mask): vpternlogd with imm A | (B & C).
+inline __m512i OrMasked(__m512i a, __m512i b, __m512i mask) {
+  return _mm512_ternarylogic_epi32(a, b, mask, 0xf8);
+}
+
+// The 8 unsigned code registers of unit j (lo[k]: elements 32j + 4k.., hi[k]: 32j + 16 + 4k..).
+template <DType kType>
+inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[4]) {
+  const __m512i m0f = _mm512_set1_epi8(0x0f);
+  [[maybe_unused]] __m512i extra;
+  if constexpr (kType == DType::kQ5_K) {
+    extra = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * j);
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512i n = Load512(sb + 64 * (4 * j + k));
+    lo[k] = _mm512_and_si512(n, m0f);
+    hi[k] = _mm512_and_si512(_mm512_srli_epi16(n, 4), m0f);
+    if constexpr (kType == DType::kQ5_K) {
+      // Bit k -> bit 4 (lo), bit 4 + k -> bit 4 (hi); 16-bit shifts carry nothing into bit 4.
+      const __m512i m10 = _mm512_set1_epi8(0x10);
+      lo[k] = OrMasked(lo[k], _mm512_slli_epi16(extra, 4 - k), m10);
+      hi[k] = OrMasked(hi[k], k == 0 ? extra : _mm512_srli_epi16(extra, k), m10);
+    } else if constexpr (kType == DType::kQ6_K) {
+      // Bit pairs of the unit pair's register k: [1:0] unit 2i low, [3:2] 2i high, [5:4] 2i+1
+      // low, [7:6] 2i+1 high; each moved to bits [5:4].
+      const __m512i m30 = _mm512_set1_epi8(0x30);
+      const __m512i h = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * (4 * (j / 2) + k));
+      if (j % 2 == 0) {
+        lo[k] = OrMasked(lo[k], _mm512_slli_epi16(h, 4), m30);
+        hi[k] = OrMasked(hi[k], _mm512_slli_epi16(h, 2), m30);
+      } else {
+        lo[k] = OrMasked(lo[k], h, m30);
+        hi[k] = OrMasked(hi[k], _mm512_srli_epi16(h, 2), m30);
+      }
+    } else if constexpr (kType == DType::kIQ4_XS) {
+      // Table value + 128 (unsigned), looked up per 128-bit lane.
+      const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(
+          1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141),
+          static_cast<char>(153), static_cast<char>(166), static_cast<char>(181),
+          static_cast<char>(197), static_cast<char>(217), static_cast<char>(241)));
+      lo[k] = _mm512_shuffle_epi8(lut, lo[k]);
+      hi[k] = _mm512_shuffle_epi8(lut, hi[k]);
+    }
+  }
+}
+
+// Pairs (bsum32_{2p}, bsum32_{2p+1}) of one token's super-block as int32 words p = 0..3.
+inline void Bsum32Pairs(const uint8_t* bsum, int32_t (&pairs)[4]) {
+  const __m256i b = _mm256_load_si256(reinterpret_cast<const __m256i*>(bsum));
+  const __m256i s32 = _mm256_madd_epi16(b, _mm256_set1_epi16(1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(pairs), _mm256_cvtepi32_epi16(s32));
+}
+
+// The sub-block scales of unit j's halves (Q6_K: 16-element sub-blocks 2j, 2j + 1) or, twice,
+// of the unit, in the lanes.
+template <DType kType>
+inline void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j, __m512i* sc_lo,
+                       __m512i* sc_hi) {
+  if constexpr (kType == DType::kQ6_K) {
+    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
+    *sc_lo = LowHalves(w);
+    *sc_hi = HighHalves(w);
+  } else {
+    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
+    *sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
+    *sc_hi = *sc_lo;
+  }
+}
+
+// isum + one token's unit j: the two vpdpbusd chains (x: the unit's 32 activations) times the
+// sub-block scales.
+template <DType kType>
+inline __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)[4], __m512i sc_lo,
+                       __m512i sc_hi, const uint8_t* x) {
+  __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    cl = DpbusdBroadcast(cl, lo[k], x + 4 * k);
+    ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
+  }
+  if constexpr (kType == DType::kQ6_K) {
+    return _mm512_add_epi32(
+        isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
+  } else {
+    return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
+  }
+}
+
+// One token's super-block s after the units: the offsets' and mins' terms, then the fp32 step
+// into acc (at: the token's activations; d, m: the rows' super-block factors).
+template <DType kType>
+inline __m512 SuperBlockStep(__m512 acc, __m512i s1, const uint8_t* sb,
+                             const KQuantPackedLayout& pl, const uint8_t* at,
+                             const Q8KActsLayout& al, int64_t s, __m512 d, __m512 m) {
+  constexpr bool kMin = kType == DType::kQ4_K || kType == DType::kQ5_K;
+  const uint8_t* bsum = at + al.bsum_offset + 32 * s;
+  [[maybe_unused]] __m512i s2;
+  if constexpr (kType == DType::kQ6_K) {
+    // -32 * sum_j sc_j * bsum_j over the 16 sub-blocks of 16.
+    __m512i b = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < 8; ++p) {
+      b = DpwssdBroadcast(b, Pairs16(sb + pl.sc_offset + 32 * p), bsum + 4 * p);
+    }
+    s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 5));
+  } else {
+    alignas(16) int32_t pairs[4];
+    Bsum32Pairs(bsum, pairs);
+    const uint8_t* pp = reinterpret_cast<const uint8_t*>(pairs);
+    __m512i b = _mm512_setzero_si512();
+    const int64_t off = kMin ? pl.mn_offset : pl.sc_offset;
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) b = DpwssdBroadcast(b, Pairs16(sb + off + 32 * p), pp + 4 * p);
+    if constexpr (kMin) {
+      s2 = b;
+    } else {
+      s1 = _mm512_sub_epi32(s1, _mm512_slli_epi32(b, 7));  // IQ4_XS: -128 * sum sc * bsum32
+    }
+  }
+  float dx;
+  std::memcpy(&dx, at + al.d_offset + 4 * s, 4);
+  const __m512 vdx = _mm512_set1_ps(dx);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(d, vdx), acc);
+  if constexpr (kMin) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, vdx), acc);
+  return acc;
+}
+
+template <DType kType>
+inline void LoadFactors(const uint8_t* sb, const KQuantPackedLayout& pl, __m512* d, __m512* m) {
+  *d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.d_offset)));
+  *m = _mm512_setzero_ps();
+  if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
+    *m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.m_offset)));
+  }
+}
+
+// T tokens over one packed 16-row group, unpacking each unit once for all of them.
+template <DType kType, int T>
+void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KActsLayout& al,
+                 const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
+  __m512 acc[T];
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t s = 0; s < pl.nsb; ++s) {
+    const uint8_t* sb = group + s * pl.sb_bytes;
+    if (stop - sb > kPrefetchBytes) {
+      for (int64_t i = 0; i < pl.sb_bytes; i += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), _MM_HINT_T0);
+      }
+    }
+    __m512i isum[T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      __m512i lo[4], hi[4], sc_lo, sc_hi;
+      UnitCodes<kType>(sb, j, lo, hi);
+      UnitScales<kType>(sb, pl, j, &sc_lo, &sc_hi);
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) {
+        isum[t] =
+            UnitDot<kType>(isum[t], lo, hi, sc_lo, sc_hi, act + t * al.bytes + 256 * s + 32 * j);
+      }
+    }
+    __m512 d, m;
+    LoadFactors<kType>(sb, pl, &d, &m);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = SuperBlockStep<kType>(acc[t], isum[t], sb, pl, act + t * al.bytes, al, s, d, m);
+    }
+  }
+  const __mmask16 mask = TailMask16(valid);
+#pragma GCC unroll 8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, mask, acc[t]);
+}
+
+}  // namespace
+
+template <DType kType>
+void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  const WeightMatrix& w = *a.w;
+  if (w.packed == nullptr) {
+    MatMulDecodeBlock<kType>(a, r0, r1, t0, t1);
+    return;
+  }
+  CHECK_EQ(r0 % 16, 0) << "packed row ranges start on a group";
+  const KQuantPackedLayout pl = GetKQuantPackedLayout(kType, w.rows, w.cols);
+  const Q8KActsLayout al = GetQ8KActsLayout(w.cols);
+  // End of the task's last group: no prefetches past it (another task's rows).
+  const uint8_t* stop = w.packed + (r1 + 15) / 16 * pl.group_bytes;
+  for (int64_t r = r0; r < r1; r += 16) {
+    const uint8_t* group = w.packed + (r / 16) * pl.group_bytes;
+    const int valid = static_cast<int>(std::min<int64_t>(16, r1 - r));
+    for (int64_t t = t0; t < t1; t += kTile) {
+      WithTileSize<kTile>(std::min<int64_t>(kTile, t1 - t), [&](auto tile) {
+        GroupTokens<kType, decltype(tile)::value>(group, pl, al, a.qx + t * al.bytes, valid,
+                                                  a.y + t * w.rows + r, w.rows, stop);
+      });
+    }
+  }
+}
+
+#define PAGELLM_KQUANT_KERNEL(T) \
+  template void MatMulKQuantBlock<T>(const MatMulArgs&, int64_t, int64_t, int64_t, int64_t);
+PAGELLM_KQUANT_KERNEL(DType::kQ4_K)
+PAGELLM_KQUANT_KERNEL(DType::kQ5_K)
+PAGELLM_KQUANT_KERNEL(DType::kQ6_K)
+PAGELLM_KQUANT_KERNEL(DType::kIQ4_XS)
+#undef PAGELLM_KQUANT_KERNEL
+
+}  // namespace pagellm::kernels_internal::avx512
