@@ -7,7 +7,7 @@ APT_PACKAGES=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libsentencepiece-dev libpcre2-dev libssl-dev libgtest-dev libbenchmark-dev libyaml-cpp-dev
-  python3 python3-numpy python3-jinja2 python3-sentencepiece python3-pytest
+  python3 python3-numpy python3-jinja2 python3-sentencepiece python3-pytest python3-jsonschema
   pybind11-dev python3-dev python3-venv python3-pip python3-setuptools python3-wheel python3-tqdm
   libopenmpi-dev openmpi-bin
 )
