@@ -57,6 +57,19 @@ struct ScheduledSeq {
   std::vector<int32_t> block_table;
 };
 
+// Appends the next n tokens of s to batch (its whole block table) and advances s.
+void AppendChunk(ScheduledSeq* s, int32_t n, bool all_logits, ForwardBatch* batch) {
+  SequenceChunk chunk;
+  chunk.num_tokens = n;
+  chunk.start_pos = s->computed;
+  chunk.block_table = s->block_table;
+  chunk.all_logits = all_logits;
+  batch->seqs.push_back(chunk);
+  batch->token_ids.insert(batch->token_ids.end(), s->tokens.begin() + s->computed,
+                          s->tokens.begin() + s->computed + n);
+  s->computed += n;
+}
+
 // A random schedule: each step takes a random subset of the unfinished sequences, each with a
 // prefill chunk (1..12 tokens) or 1..4 generated tokens; tokens are random ids.
 std::vector<ForwardBatch> RandomSchedule(const OpsCase& c, int num_blocks, uint32_t seed,
@@ -91,15 +104,7 @@ std::vector<ForwardBatch> RandomSchedule(const OpsCase& c, int num_blocks, uint3
       const int32_t n = s.computed < s.prompt_len
                             ? std::min(uniform(1, 12), s.prompt_len - s.computed)
                             : std::min(uniform(1, 4), len - s.computed);
-      SequenceChunk chunk;
-      chunk.num_tokens = n;
-      chunk.start_pos = s.computed;
-      chunk.block_table = s.block_table;
-      chunk.all_logits = uniform(0, 9) < 3;
-      batch.seqs.push_back(chunk);
-      batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.computed,
-                             s.tokens.begin() + s.computed + n);
-      s.computed += n;
+      AppendChunk(&s, n, uniform(0, 9) < 3, &batch);
       work = true;
     }
     if (!batch.seqs.empty()) steps.push_back(std::move(batch));
@@ -147,15 +152,7 @@ std::vector<ForwardBatch> LongSchedule(const OpsCase& c, int depth, int num_bloc
         n = len - s.computed;
         verify = true;
       }
-      SequenceChunk chunk;
-      chunk.num_tokens = n;
-      chunk.start_pos = s.computed;
-      chunk.block_table = s.block_table;
-      chunk.all_logits = verify;
-      batch.seqs.push_back(chunk);
-      batch.token_ids.insert(batch.token_ids.end(), s.tokens.begin() + s.computed,
-                             s.tokens.begin() + s.computed + n);
-      s.computed += n;
+      AppendChunk(&s, n, verify, &batch);
       work = true;
     }
     if (!batch.seqs.empty()) steps.push_back(std::move(batch));
