@@ -7,8 +7,9 @@
 # right after the row, so that rows measured on a busy bus can be told apart.
 #
 #   bench/compare_all.sh LLAMA_DIR MODELS_DIR [ROWS...]
-#     LLAMA_DIR   a llama.cpp build tree holding bin/llama-bench (built outside this repository;
-#                 docs/BENCHMARKING.md says how)
+#     LLAMA_DIR   a llama.cpp build tree holding bin/llama-bench and, for the K-quant rows (whose
+#                 files its llama-quantize makes from the F16 ones), bin/llama-quantize (built
+#                 outside this repository; docs/BENCHMARKING.md says how)
 #     MODELS_DIR  where the GGUF files live (or are written: a few GB)
 #     ROWS        row names to run (default: all of them, listed in `rows` below)
 #   env: ROUNDS (3), REPS (3), THREADS (2), PAGELLM (build/pagellm)
@@ -38,6 +39,14 @@ q8_0-d4096        | llama-3.2-1b-q8_0.gguf | --pp 512 --tg 128 --depth 4096 |   
 q8_0-d4096-int8kv | llama-3.2-1b-q8_0.gguf | --pp 512 --tg 128 --depth 4096 | --kv-cache-dtype int8  | -ctk q8_0 -ctv q8_0
 q8_0-d16384       | llama-3.2-1b-q8_0.gguf | --pp 512 --tg 128 --depth 16384 |                       |
 qwen1.5b-q4_0     | qwen2.5-1.5b-q4_0.gguf | --pp 512 --tg 128              |                        |
+q4_k_m            | llama-3.2-1b-q4_k_m.gguf | --pp 512 --tg 128            |                        |
+q5_k_m            | llama-3.2-1b-q5_k_m.gguf | --pp 512 --tg 128            |                        |
+q6_k              | llama-3.2-1b-q6_k.gguf   | --pp 512 --tg 128            |                        |
+iq4_xs            | llama-3.2-1b-iq4_xs.gguf | --pp 512 --tg 128            |                        |
+qwen1.5b-q4_k_m   | qwen2.5-1.5b-q4_k_m.gguf | --pp 512 --tg 128            |                        |
+qwen1.5b-q5_k_m   | qwen2.5-1.5b-q5_k_m.gguf | --pp 512 --tg 128            |                        |
+qwen1.5b-q6_k     | qwen2.5-1.5b-q6_k.gguf   | --pp 512 --tg 128            |                        |
+qwen1.5b-iq4_xs   | qwen2.5-1.5b-iq4_xs.gguf | --pp 512 --tg 128            |                        |
 ROWS
 )
 
@@ -49,10 +58,20 @@ make_model() {  # file name -> writes it unless present
     qwen2.5-1.5b-*) preset=qwen2.5-1.5b ;;
     *) echo "unknown model file $f" >&2; return 1 ;;
   esac
-  type=${f##*-}
+  type=${f#"$preset"-}
   type=${type%.gguf}
-  echo "writing $models/$f ($preset, $type)" >&2
-  "$py" tools/gen_model.py --preset "$preset" --gguf "$models/$f" --gguf-type "$type" >&2
+  case $type in
+    q4_k_m | q5_k_m | q6_k | iq4_xs)
+      # K-quant files are made by llama.cpp's own quantizer from the F16 file, as users get them.
+      make_model "$preset-f16.gguf"
+      echo "writing $models/$f (llama-quantize ${type^^})" >&2
+      "$llama_dir/bin/llama-quantize" "$models/$preset-f16.gguf" "$models/$f" "${type^^}" >&2
+      ;;
+    *)
+      echo "writing $models/$f ($preset, $type)" >&2
+      "$py" tools/gen_model.py --preset "$preset" --gguf "$models/$f" --gguf-type "$type" >&2
+      ;;
+  esac
 }
 
 read_bw() {

@@ -1,7 +1,9 @@
 # Sourced by the bench/compare_*.sh scripts: wait_ready PORT blocks until the server on
-# 127.0.0.1:PORT answers /health (up to two minutes), else fails with a message.
+# 127.0.0.1:PORT answers /health (up to READY_TIMEOUT seconds, default 120: a 16 GB mixture of
+# experts needs more), else fails with a message.
 wait_ready() {
-  for _ in $(seq 1 600); do
+  local deadline=$((SECONDS + ${READY_TIMEOUT:-120}))
+  while ((SECONDS < deadline)); do
     curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
     sleep 0.2
   done

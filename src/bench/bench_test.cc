@@ -248,6 +248,37 @@ TEST(DatasetTest, RandomDatasetIsSeededAndUsesOnlyPoolIds) {
   EXPECT_FALSE(BuildRandomDataset(o, {}).ok());
 }
 
+TEST(DatasetTest, OutputRangeRatioSetsTheOutputSpreadAlone) {
+  // Issue 22's serving workload: prompts of 64-2048 tokens, outputs of 16-256.
+  RandomDatasetOptions o{.num_prompts = 4000,
+                         .input_len = 1056,
+                         .output_len = 136,
+                         .range_ratio = 0.93939,
+                         .output_range_ratio = 0.88235,
+                         .seed = 7};
+  auto prompts = BuildRandomDataset(o, Pool(100));
+  ASSERT_TRUE(prompts.ok());
+  int in_lo = 1 << 30, in_hi = 0, out_lo = 1 << 30, out_hi = 0;
+  for (const TokenPrompt& p : *prompts) {
+    in_lo = std::min(in_lo, static_cast<int>(p.ids.size()));
+    in_hi = std::max(in_hi, static_cast<int>(p.ids.size()));
+    out_lo = std::min(out_lo, p.output_len);
+    out_hi = std::max(out_hi, p.output_len);
+  }
+  EXPECT_EQ(in_lo, 64);
+  EXPECT_EQ(in_hi, 2048);
+  EXPECT_EQ(out_lo, 16);
+  EXPECT_EQ(out_hi, 256);
+  // Unset, the output ratio follows --range-ratio.
+  o.output_range_ratio = -1;
+  o.range_ratio = 0.5;
+  prompts = BuildRandomDataset(o, Pool(100));
+  ASSERT_TRUE(prompts.ok());
+  out_lo = 1 << 30;
+  for (const TokenPrompt& p : *prompts) out_lo = std::min(out_lo, p.output_len);
+  EXPECT_EQ(out_lo, 68);
+}
+
 TEST(DatasetTest, PrefixSharingGroupsShareExactPrefixesAndSuffixesAreUnique) {
   PrefixSharingOptions o{.num_prompts = 50,
                          .num_prefixes = 4,

@@ -38,6 +38,14 @@ std::vector<int32_t> TokenPoolFromTokenizer(const Tokenizer& tokenizer, int32_t 
   return pool;
 }
 
+namespace {
+// Output lengths use their own range ratio when one is given.
+template <typename Options>
+double OutputRatio(const Options& o) {
+  return o.output_range_ratio < 0 ? o.range_ratio : o.output_range_ratio;
+}
+}  // namespace
+
 StatusOr<std::vector<int>> SampleLengths(int n, int base, double range_ratio, int min_len,
                                          std::mt19937_64& rng) {
   if (!(range_ratio >= 0 && range_ratio < 1))
@@ -69,7 +77,7 @@ StatusOr<std::vector<TokenPrompt>> BuildRandomDataset(const RandomDatasetOptions
   ASSIGN_OR_RETURN(std::vector<int> in_lens,
                    SampleLengths(o.num_prompts, o.input_len, o.range_ratio, 1, rng));
   ASSIGN_OR_RETURN(std::vector<int> out_lens,
-                   SampleLengths(o.num_prompts, o.output_len, o.range_ratio, 1, rng));
+                   SampleLengths(o.num_prompts, o.output_len, OutputRatio(o), 1, rng));
   std::vector<TokenPrompt> prompts(static_cast<size_t>(o.num_prompts));
   for (size_t i = 0; i < prompts.size(); ++i) {
     prompts[i].ids = RandomTokens(in_lens[i], pool, rng);
@@ -236,7 +244,7 @@ StatusOr<std::vector<TextPrompt>> BuildTextDataset(const TextDatasetOptions& o,
   ASSIGN_OR_RETURN(std::vector<int> in_lens,
                    SampleLengths(o.num_prompts, o.input_len, o.range_ratio, 1, rng));
   ASSIGN_OR_RETURN(std::vector<int> out_lens,
-                   SampleLengths(o.num_prompts, o.output_len, o.range_ratio, 1, rng));
+                   SampleLengths(o.num_prompts, o.output_len, OutputRatio(o), 1, rng));
   std::vector<TextPrompt> prompts;
   prompts.reserve(static_cast<size_t>(o.num_prompts));
   for (int i = 0; i < o.num_prompts; ++i) {
@@ -256,7 +264,7 @@ StatusOr<std::vector<Conversation>> BuildConversations(const ConversationOptions
   ASSIGN_OR_RETURN(std::vector<int> in_lens,
                    SampleLengths(total, o.turn_len, o.range_ratio, 1, rng));
   ASSIGN_OR_RETURN(std::vector<int> out_lens,
-                   SampleLengths(total, o.output_len, o.range_ratio, 1, rng));
+                   SampleLengths(total, o.output_len, OutputRatio(o), 1, rng));
   std::vector<Conversation> convs(static_cast<size_t>(o.num_conversations));
   size_t k = 0;
   for (Conversation& c : convs) {

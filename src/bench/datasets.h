@@ -45,6 +45,7 @@ struct RandomDatasetOptions {
   int input_len = 0;
   int output_len = 0;
   double range_ratio = 0;
+  double output_range_ratio = -1;  // < 0: the same as range_ratio
   uint64_t seed = 0;
 };
 StatusOr<std::vector<TokenPrompt>> BuildRandomDataset(const RandomDatasetOptions& o,
@@ -111,6 +112,7 @@ struct TextDatasetOptions {
   int input_len = 0;
   int output_len = 0;
   double range_ratio = 0;
+  double output_range_ratio = -1;  // < 0: the same as range_ratio
   uint64_t seed = 0;
 };
 StatusOr<std::vector<TextPrompt>> BuildTextDataset(const TextDatasetOptions& o,
@@ -126,6 +128,7 @@ struct ConversationOptions {
   int turn_len = 0;  // tokens of new user text per turn
   int output_len = 0;
   double range_ratio = 0;
+  double output_range_ratio = -1;  // < 0: the same as range_ratio
   uint64_t seed = 0;
 };
 StatusOr<std::vector<Conversation>> BuildConversations(const ConversationOptions& o,

@@ -355,6 +355,10 @@ CommandFn RegisterBenchServe(CLI::App& app) {
   app.add_option("--range-ratio", o->range_ratio,
                  "Sample lengths uniformly in [L(1-R), L(1+R)], R in [0, 1)")
       ->capture_default_str();
+  app.add_option("--output-range-ratio", o->output_range_ratio,
+                 "Range ratio of the output lengths alone (default: --range-ratio), e.g. "
+                 "--input-len 1056 --range-ratio 0.93939 --output-len 136 --output-range-ratio "
+                 "0.88235 draws prompts of 64-2048 tokens and outputs of 16-256");
   app.add_option("--num-prefixes", o->num_prefixes, "prefix-sharing: distinct shared prefixes")
       ->capture_default_str();
   app.add_option("--prefix-len", o->prefix_len, "prefix-sharing: tokens of each shared prefix")

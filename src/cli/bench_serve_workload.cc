@@ -141,6 +141,7 @@ StatusOr<ServeWorkload> BuildServeWorkload(const ServeOptions& o, bench::HttpCli
       r.input_len = o.input_len;
       r.output_len = o.output_len;
       r.range_ratio = o.range_ratio;
+      r.output_range_ratio = o.output_range_ratio;
       r.seed = o.seed;
       ASSIGN_OR_RETURN(std::vector<bench::TokenPrompt> prompts, bench::BuildRandomDataset(r, pool));
       AddTokenRequests(std::move(prompts), w);
@@ -173,6 +174,7 @@ StatusOr<ServeWorkload> BuildServeWorkload(const ServeOptions& o, bench::HttpCli
     t.input_len = o.input_len;
     t.output_len = o.output_len;
     t.range_ratio = o.range_ratio;
+    t.output_range_ratio = o.output_range_ratio;
     t.seed = o.seed;
     ASSIGN_OR_RETURN(std::vector<bench::TextPrompt> prompts, bench::BuildTextDataset(t, source));
     for (bench::TextPrompt& p : prompts) {
@@ -190,6 +192,7 @@ StatusOr<ServeWorkload> BuildServeWorkload(const ServeOptions& o, bench::HttpCli
   c.turn_len = o.turn_len;
   c.output_len = o.output_len;
   c.range_ratio = o.range_ratio;
+  c.output_range_ratio = o.output_range_ratio;
   c.seed = o.seed;
   ASSIGN_OR_RETURN(w.conversations, bench::BuildConversations(c, source));
   return w;

@@ -35,6 +35,7 @@ struct ServeOptions {
   int input_len = 1024;
   int output_len = 128;
   double range_ratio = 0;
+  double output_range_ratio = -1;  // < 0: --range-ratio
   int num_prefixes = 1;
   int prefix_len = 256;
   int suffix_len = 64;
