@@ -233,6 +233,58 @@ def test_weights_from_an_hf_directory(tmp_path):
         gen("--weights-from", tmp_path / "hf", "--hidden", 128, "--gguf", tmp_path / "bad.gguf")
 
 
+PAD_IDS = [1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338]
+
+
+def check_padded(orig_dir, padded_dir, padded_gguf, pad=256):
+    """Every matrix row length of the padded files is a multiple of pad, and both padded files
+    give the original model's float64 reference logits."""
+    g = check_gguf_layout(padded_gguf)
+    for name, t in g.tensors.items():
+        assert t["shape"][-1] % pad == 0, (name, t["shape"])
+    cfg, pcfg = rf.load_config(str(orig_dir)), rf.load_config(str(padded_dir))
+    assert pcfg["num_key_value_heads"] == cfg["num_key_value_heads"]
+    assert pcfg["num_attention_heads"] % pcfg["num_key_value_heads"] == 0
+    assert pcfg["head_dim"] == cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+    ids = [t % cfg["vocab_size"] for t in PAD_IDS]
+    want = rf.reference_logits(str(orig_dir), ids)
+    scale = np.abs(want).max()
+    for model in (str(padded_dir), str(padded_gguf)):
+        got = rf.reference_logits(model, ids)
+        assert np.abs(got - want).max() <= 1e-6 * scale, model
+        np.testing.assert_array_equal(got.argmax(1), want.argmax(1))
+
+
+@pytest.mark.parametrize("hidden,heads,kv_heads", [(64, 4, 2), (96, 4, 2), (64, 8, 4)])
+def test_pad_to_keeps_the_function(tmp_path, hidden, heads, kv_heads):
+    """--pad-to 256: zero padding of hidden (norm weights * sqrt(h/H), eps * h/H), intermediate
+    and query heads (interleaved so each original head keeps its KV head) changes no logit."""
+    shape = ["--arch", "llama", "--hidden", hidden, "--intermediate", 172, "--layers", 2,
+             "--heads", heads, "--kv-heads", kv_heads, "--vocab", 520, "--tokenizer", TOK,
+             "--seed", 11, "--untied"]
+    gen(*shape, "--out", tmp_path / "hf")
+    gen("--weights-from", tmp_path / "hf", "--pad-to", 256, "--tokenizer", TOK,
+        "--out", tmp_path / "pad", "--gguf", tmp_path / "pad.gguf")
+    cfg = rf.load_config(str(tmp_path / "pad"))
+    d = hidden // heads
+    assert (cfg["hidden_size"], cfg["intermediate_size"]) == (256, 256)
+    assert cfg["num_attention_heads"] * d % 256 == 0
+    assert cfg["rms_norm_eps"] == pytest.approx(1e-5 * hidden / 256)
+    check_padded(tmp_path / "hf", tmp_path / "pad", tmp_path / "pad.gguf")
+    with pytest.raises(SystemExit):  # padding needs a model to pad
+        gen(*shape, "--pad-to", 256, "--gguf", tmp_path / "bad.gguf")
+
+
+@pytest.mark.parametrize("model", ["llama2xs-279K", "stories260K", "babyllama-tok105"])
+def test_pad_to_trained_model(shared_dir, tmp_path, model):
+    """The padded trained models (llama.cpp Q4_K_M comparisons) give the shared models' logits."""
+    src = os.path.join(shared_dir, "models", model)
+    tok = "tok105" if model == "babyllama-tok105" else "tok512"
+    gen("--weights-from", src, "--pad-to", 256, "--tokenizer", tok, "--out", tmp_path / "pad",
+        "--gguf", tmp_path / "pad.gguf")
+    check_padded(src, tmp_path / "pad", tmp_path / "pad.gguf")
+
+
 def test_gguf_qwen2_not_permuted_and_biases(tmp_path):
     path = tmp_path / "q.gguf"
     gen("--preset", "tiny-qwen2", "--tokenizer", TOK, "--layers", 1, "--out", tmp_path / "hf",

@@ -20,6 +20,10 @@ given, e.g. a GGUF of a shared model for `pagellm quantize`:
 
     /usr/bin/python3 tools/gen_model.py --weights-from ../shared/models/llama2xs-279K \
         --tokenizer tok512 --gguf /tmp/llama2xs-f32.gguf
+
+--pad-to N (with --weights-from) zero-pads that model into one computing the same function whose
+matrix row lengths are all multiples of N (256: K-quants; see pad_weights), e.g. a trained model
+llama.cpp's llama-quantize can turn into Q4_K_M.
 """
 
 from __future__ import annotations
@@ -524,6 +528,95 @@ def shape_from_hf_config(args) -> None:
         args.rope_scaling = "none"
 
 
+def _round_up(n: int, m: int) -> int:
+    return -(-n // m) * m
+
+
+def pad_weights(args, tensors: dict) -> dict:
+    """--pad-to P: --weights-from's tensors padded with zeros into a model computing the same
+    function (up to float rounding) whose hidden size, intermediate size and query width
+    (heads * head_dim) are multiples of P, so every matrix row length is; updates the shape flags.
+
+    - hidden h -> H: zero embedding (and lm_head) columns, zero columns in q/k/v/gate/up and
+      zero rows in o/down, so the residual stream's extra entries stay exactly 0.
+    - RMSNorm over H entries of which H - h are 0: mean(x^2) is c = h/H times the real one, so
+      every norm weight becomes w * sqrt(c) (0 in the padding) and eps becomes eps * c:
+      x / sqrt(c (mean + eps)) * w sqrt(c) = x / sqrt(mean + eps) * w.
+    - intermediate -> multiple of P: zero gate/up rows and down columns (silu(0) * 0 = 0).
+    - heads n -> N (N % kv_heads == 0, N * head_dim % P == 0, head_dim unchanged, so RoPE and the
+      1/sqrt(head_dim) scale are too): query head i uses KV head i // (N / kv) in HF and
+      llama.cpp, so original head j (KV head j // g, g = n / kv) moves to (j // g) * (N / kv) + j % g
+      and keeps its KV head; the added heads have zero q rows (uniform attention, finite) and
+      zero o_proj columns, so they add nothing.
+    """
+    P = args.pad_to
+    if P <= 0:
+        raise SystemExit("--pad-to must be positive")
+    for key in ("model.layers.0.self_attn.q_proj.bias",):
+        if key in tensors:
+            raise SystemExit("--pad-to: models with q/k/v biases are not supported")
+    h, inter, n, kv = args.hidden, args.intermediate, args.heads, args.kv_heads
+    d = args.head_dim or h // n
+    H, I = _round_up(h, P), _round_up(inter, P)
+    N = n
+    while N % kv or (N * d) % P:
+        N += 1
+    g, G = n // kv, N // kv
+    head_at = [(j // g) * G + j % g for j in range(n)]
+    c = h / H
+    scale = math.sqrt(c)
+
+    def get(name, shape):
+        if name not in tensors:
+            raise SystemExit(f"--weights-from: no tensor {name}")
+        dtype, x = tensors[name]
+        if dtype not in ("F32", "F16", "BF16") or tuple(x.shape) != tuple(shape):
+            raise SystemExit(f"--weights-from: {name} is {dtype} {list(x.shape)}, "
+                             f"expected a float tensor {list(shape)}")
+        return x.astype(np.float32)
+
+    def pad2(x, rows, cols):
+        y = np.zeros((rows, cols), dtype=np.float32)
+        y[:x.shape[0], :x.shape[1]] = x
+        return y
+
+    def norm(x):
+        y = np.zeros(H, dtype=np.float32)
+        y[:h] = (x.astype(np.float64) * scale).astype(np.float32)
+        return y
+
+    out = {}
+    for name, (dtype, x) in tensors.items():
+        if name.endswith("layernorm.weight") or name == "model.norm.weight":
+            out[name] = ("F32", norm(get(name, (h,))))
+        elif name in ("model.embed_tokens.weight", "lm_head.weight"):
+            x = get(name, (args.vocab, h))
+            out[name] = ("F32", pad2(x, x.shape[0], H))
+        elif name.endswith("self_attn.q_proj.weight"):
+            x = get(name, (n * d, h))
+            y = np.zeros((N * d, H), dtype=np.float32)
+            for j, t in enumerate(head_at):
+                y[t * d:(t + 1) * d, :h] = x[j * d:(j + 1) * d]
+            out[name] = ("F32", y)
+        elif name.endswith("self_attn.o_proj.weight"):
+            x = get(name, (h, n * d))
+            y = np.zeros((H, N * d), dtype=np.float32)
+            for j, t in enumerate(head_at):
+                y[:h, t * d:(t + 1) * d] = x[:, j * d:(j + 1) * d]
+            out[name] = ("F32", y)
+        elif name.endswith(("self_attn.k_proj.weight", "self_attn.v_proj.weight")):
+            out[name] = ("F32", pad2(get(name, (kv * d, h)), kv * d, H))
+        elif name.endswith(("mlp.gate_proj.weight", "mlp.up_proj.weight")):
+            out[name] = ("F32", pad2(get(name, (inter, h)), I, H))
+        elif name.endswith("mlp.down_proj.weight"):
+            out[name] = ("F32", pad2(get(name, (h, inter)), H, I))
+        else:
+            raise SystemExit(f"--pad-to: no rule for tensor {name}")
+    args.hidden, args.intermediate, args.heads, args.head_dim = H, I, N, d
+    args.rms_eps = args.rms_eps * c
+    return out
+
+
 def file_chunks(spec: TensorSpec, m: ModelShape, tensors: dict):
     """Yields (row0, float32 array) of the tensor spec.hf_name of --weights-from, in order."""
     if spec.hf_name not in tensors:
@@ -813,6 +906,10 @@ def parse_args(argv=None):
     p.add_argument("--weights-from", help="take the weights of this HF directory (dense llama, "
                    "float safetensors) instead of random ones; its config.json gives the shape "
                    "flags not set")
+    p.add_argument("--pad-to", type=int, help="with --weights-from: zero-pad hidden, intermediate "
+                   "and heads * head_dim to multiples of this (256 for K-quants), keeping the "
+                   "model's function (norm weights * sqrt(h/H), eps * h/H; added query heads "
+                   "with zero weights)")
     p.add_argument("--name", help="general.name in the GGUF (default: preset or 'random')")
     p.add_argument("--arch", choices=sorted(ARCHS))
     p.add_argument("--hidden", type=int)
@@ -943,6 +1040,10 @@ def main(argv=None) -> int:
         import hf_quantize  # its safetensors reader
         shape_from_hf_config(args)
         tensors = hf_quantize.read_safetensors(os.path.join(args.weights_from, "model.safetensors"))
+        if args.pad_to:
+            tensors = pad_weights(args, tensors)
+    elif args.pad_to:
+        raise SystemExit("--pad-to needs --weights-from")
     m, tok_name = build_shape(args)
     if tensors is not None and m.experts:
         raise SystemExit("--weights-from reads dense models only")
