@@ -4,7 +4,10 @@
 // models (4 query heads, 2 KV heads: replicated at TP 4; F32, F16, BF16) and on the shared models
 // when present (F32; Q5_0 and Q4_1 GGUF): the same greedy ids as TP 1 over a prefill (two
 // sequences, one chunked) and decode steps with a swap-out / swap-in in between, every logit within
-// 1e-5 of the row's largest magnitude, and a repeated run bitwise identical.
+// 1e-5 of the row's largest magnitude, and a repeated run bitwise identical. The same for
+// mixture-of-experts models (Mixtral, Qwen3-MoE, Qwen2-MoE with its shared expert: every
+// expert's columns split) and, with greedy ids only, for quantised KV caches (int8, int4, fp8)
+// whose calibration every rank takes its heads' part of.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -88,27 +91,40 @@ Status Drive(Backend& b, int32_t vocab, Run* run) {
   return Status::Ok();
 }
 
-KvCacheShape Shape(const ModelConfig& c) {
+// The KV cache of a run: its format and, for a quantised one, a calibration of every head.
+struct KvOptions {
+  KvCacheDtype dtype = KvCacheDtype::kFloat32;
+  const KvCalibration* calibration = nullptr;
+};
+
+KvCacheShape Shape(const ModelConfig& c, const KvOptions& kv) {
   KvCacheShape s;
   s.num_layers = c.num_layers;
   s.num_kv_heads = c.num_kv_heads;
   s.head_dim = c.head_dim;
   s.block_size = kBlockSize;
   s.num_blocks = kNumBlocks;
+  s.dtype = kv.dtype;
   return s;
 }
 
-StatusOr<Run> RunWhole(const LoadedModel& model) {
+Status PrepareKv(Backend& b, const ModelConfig& c, const KvOptions& kv) {
+  RETURN_IF_ERROR(b.AllocateKvCache(Shape(c, kv), 8));
+  if (kv.calibration != nullptr) RETURN_IF_ERROR(b.SetKvCalibration(*kv.calibration));
+  b.PoisonKvCache();
+  return Status::Ok();
+}
+
+StatusOr<Run> RunWhole(const LoadedModel& model, const KvOptions& kv = {}) {
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, CreateBackend(model, BackendOptions(nullptr, 64)));
-  RETURN_IF_ERROR(b->AllocateKvCache(Shape(model.config), 8));
-  b->PoisonKvCache();
+  RETURN_IF_ERROR(PrepareKv(*b, model.config, kv));
   Run run;
   RETURN_IF_ERROR(Drive(*b, model.config.vocab_size, &run));
   return run;
 }
 
 // The same on `tp` ranks (threads); the workers' results are checked too.
-StatusOr<Run> RunSplit(const LoadedModel& model, int tp) {
+StatusOr<Run> RunSplit(const LoadedModel& model, int tp, const KvOptions& kv = {}) {
   auto comms = CreateLocalGroup(tp, std::chrono::milliseconds(60000));
   std::vector<Status> worker_status(tp);
   std::vector<std::thread> workers;
@@ -118,8 +134,7 @@ StatusOr<Run> RunSplit(const LoadedModel& model, int tp) {
     BackendOptions options(nullptr, 64);
     options.tensor_parallel_group = comms[0].get();
     ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, CreateBackend(model, options));
-    RETURN_IF_ERROR(b->AllocateKvCache(Shape(model.config), 8));
-    b->PoisonKvCache();
+    RETURN_IF_ERROR(PrepareKv(*b, model.config, kv));
     Run run;
     RETURN_IF_ERROR(Drive(*b, model.config.vocab_size, &run));
     return run;
@@ -130,14 +145,25 @@ StatusOr<Run> RunSplit(const LoadedModel& model, int tp) {
   return result;
 }
 
-void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes) {
+// `logit_tolerance` relative to each row's largest magnitude; a quantised KV cache may round
+// a K or V element of the split differently from one rank (its inputs differ in the last bits)
+// and is checked on the greedy ids (and a loose tolerance) instead.
+void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
+                        const KvOptions& kv = {}, float logit_tolerance = 1e-5f) {
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto whole = RunWhole(**model);
+  auto whole = RunWhole(**model, kv);
   ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  // Once more on one rank: bitwise identical (the experts' routing and sums are deterministic).
+  auto whole_again = RunWhole(**model, kv);
+  ASSERT_TRUE(whole_again.ok()) << whole_again.status().ToString();
+  for (size_t s = 0; s < whole->logits.size(); ++s)
+    ASSERT_EQ(0, std::memcmp(whole->logits[s].data(), whole_again->logits[s].data(),
+                             whole->logits[s].size() * sizeof(float)))
+        << "TP 1 step " << s;
   for (int tp : sizes) {
     SCOPED_TRACE(fmt::format("{} at TP {}", path, tp));
-    auto split = RunSplit(**model, tp);
+    auto split = RunSplit(**model, tp, kv);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
     EXPECT_EQ(split->ids[0], whole->ids[0]);
     EXPECT_EQ(split->ids[1], whole->ids[1]);
@@ -151,12 +177,12 @@ void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes) 
         float scale = 0.0f;
         for (int32_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(w[row * vocab + i]));
         for (int32_t i = 0; i < vocab; ++i)
-          ASSERT_LE(std::fabs(a[row * vocab + i] - w[row * vocab + i]), 1e-5f * scale)
+          ASSERT_LE(std::fabs(a[row * vocab + i] - w[row * vocab + i]), logit_tolerance * scale)
               << "step " << s << " row " << row << " token " << i;
       }
     }
     // Bitwise repeatable: the reduction order is fixed.
-    auto again = RunSplit(**model, tp);
+    auto again = RunSplit(**model, tp, kv);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     for (size_t s = 0; s < split->logits.size(); ++s)
       ASSERT_EQ(0, std::memcmp(split->logits[s].data(), again->logits[s].data(),
@@ -215,6 +241,132 @@ TEST(TensorParallel, SharedModelsMatchOneRank) {
   // Quantized blocks of 32 (the split falls between blocks), 2 KV heads replicated at TP 4.
   ExpectSplitMatches(shared + "/models/kquant-ref/kquant-ref-Q5_0.gguf", {2, 4});
   ExpectSplitMatches(shared + "/models/kquant-ref/kquant-ref-Q4_1.gguf", {2});
+}
+
+// Mixture-of-experts shapes on the synthetic model: 8 experts, 2 per token, each 32 wide (16 at
+// TP 2, 8 at TP 4).
+TinyModelSpec SyntheticMoe(uint32_t matrix_type) {
+  TinyModelSpec s = Synthetic(matrix_type);
+  s.experts = 8;
+  s.experts_used = 2;
+  s.expert_intermediate = 32;
+  return s;
+}
+
+TEST(TensorParallel, MixtralStyleExpertsMatchOneRank) {
+  testing::TempDir dir;
+  ExpectSplitMatches(
+      dir.Write("mixtral.gguf", testing::TinyGguf(SyntheticMoe(testing::kGgmlF32)).Build()),
+      {2, 4});
+}
+
+TEST(TensorParallel, Qwen3MoeMatchesOneRank) {
+  testing::TempDir dir;
+  TinyModelSpec s = SyntheticMoe(testing::kGgmlF32);
+  s.qk_norm = true;
+  ExpectSplitMatches(dir.Write("qwen3moe.gguf", testing::TinyGguf(s).Build()), {2, 4});
+}
+
+// The shared expert (48 wide: 24 and 12 per rank) is split too; its sigmoid gate is replicated.
+TEST(TensorParallel, Qwen2MoeWithSharedExpertMatchesOneRank) {
+  testing::TempDir dir;
+  TinyModelSpec s = SyntheticMoe(testing::kGgmlF32);
+  s.attention_bias = true;
+  s.shared_intermediate = 48;
+  ExpectSplitMatches(dir.Write("qwen2moe.gguf", testing::TinyGguf(s).Build()), {2, 4});
+  s.matrix_type = testing::kGgmlF16;
+  ExpectSplitMatches(dir.Write("qwen2moe-f16.gguf", testing::TinyGguf(s).Build()), {2});
+}
+
+// Q8_0 experts 64 wide split at TP 2 between 32-element blocks; 32 wide they would be cut
+// inside one: a clear error naming the expert.
+TEST(TensorParallel, QuantizedExpertsSplitBetweenBlocksOnly) {
+  testing::TempDir dir;
+  TinyModelSpec s = SyntheticMoe(testing::kGgmlQ8_0);
+  s.expert_intermediate = 64;
+  ExpectSplitMatches(dir.Write("q8.gguf", testing::TinyGguf(s).Build()), {2});
+  s.expert_intermediate = 32;
+  auto model = LoadModel(dir.Write("q8-narrow.gguf", testing::TinyGguf(s).Build()));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto split = RunSplit(**model, 2);
+  ASSERT_FALSE(split.ok());
+  EXPECT_NE(split.status().message().find("expert 0 down_proj"), std::string::npos)
+      << split.status().ToString();
+  EXPECT_NE(split.status().message().find("quantization blocks"), std::string::npos)
+      << split.status().ToString();
+}
+
+// A calibration with a different offset, range and scale for every head and layer (what
+// engine/kv_calibration.h computes from the whole model on rank 0).
+KvCalibration DistinctCalibration(const ModelConfig& c, bool fp8_scales) {
+  KvCalibration cal;
+  cal.num_kv_heads = c.num_kv_heads;
+  cal.head_dim = c.head_dim;
+  const int n = c.num_kv_heads * c.head_dim;
+  for (int l = 0; l < c.num_layers; ++l) {
+    std::vector<float> off(n), range(n);
+    for (int i = 0; i < n; ++i) {
+      off[i] = 0.05f * std::sin(0.7f * i + l);
+      range[i] = 0.5f + 0.25f * ((i * 7 + l) % 5) + 0.5f * (i / c.head_dim);
+    }
+    cal.k_offset.push_back(off);
+    cal.k_smooth.push_back(range);
+    cal.k_scale.push_back(fp8_scales ? 0.004f * (l + 1) : 0.0f);
+    cal.v_scale.push_back(fp8_scales ? 0.003f * (l + 1) : 0.0f);
+  }
+  return cal;
+}
+
+// Quantised KV caches: every rank stores its heads with the whole model's calibration of those
+// heads, so the split picks the same tokens as one rank (KV heads replicated at TP 4).
+TEST(TensorParallel, QuantizedKvCachesMatchOneRank) {
+  testing::TempDir dir;
+  for (const bool moe : {false, true}) {
+    const std::string path = dir.Write(
+        moe ? "moe.gguf" : "m.gguf",
+        testing::TinyGguf(moe ? SyntheticMoe(testing::kGgmlF32) : Synthetic(testing::kGgmlF32))
+            .Build());
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    for (const KvCacheDtype dtype :
+         {KvCacheDtype::kInt8, KvCacheDtype::kInt4, KvCacheDtype::kFp8E4m3}) {
+      SCOPED_TRACE(KvCacheDtypeName(dtype));
+      const KvCalibration cal =
+          DistinctCalibration((*model)->config, dtype == KvCacheDtype::kFp8E4m3);
+      ExpectSplitMatches(path, {2, 4}, {dtype, &cal}, 1e-2f);
+    }
+  }
+}
+
+// Each rank keeps its heads' part of the calibration: KV heads [1, 2) of a two-head one.
+TEST(TensorParallel, KvCalibrationAppliesTheRanksHeads) {
+  ModelConfig c;
+  c.num_layers = 2;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  const KvCalibration cal = DistinctCalibration(c, true);
+  KvCacheShape shape;
+  shape.num_layers = 2;
+  shape.num_kv_heads = 1;
+  shape.head_dim = 16;
+  shape.num_blocks = 2;
+  shape.dtype = KvCacheDtype::kInt8;
+  auto kv = KvCacheStorage::Create(shape);
+  ASSERT_TRUE(kv.ok()) << kv.status().ToString();
+  ASSERT_TRUE(ApplyKvCalibration(cal, 1, &*kv).ok());
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_TRUE(kv->k_smoothed(l));
+    for (int i = 0; i < 16; ++i) {
+      EXPECT_EQ(kv->k_offset(l)[i], cal.k_offset[l][16 + i]);
+      EXPECT_EQ(kv->k_smooth(l)[i], cal.k_smooth[l][16 + i]);
+    }
+  }
+  EXPECT_EQ(ApplyKvCalibration(cal, 2, &*kv).code(), StatusCode::kInvalidArgument);  // no head 2
+  auto round = DecodeKvCalibration(EncodeKvCalibration(cal));
+  ASSERT_TRUE(round.ok()) << round.status().ToString();
+  EXPECT_EQ(round->num_kv_heads, 2);
+  EXPECT_EQ(round->k_smooth, cal.k_smooth);
+  EXPECT_EQ(round->v_scale, cal.v_scale);
 }
 
 // Each message decodes to what was encoded; a truncated one is DataLoss, never a crash.

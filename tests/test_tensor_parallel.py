@@ -74,6 +74,71 @@ def test_gemma3_tp2_matches_tp1(pagellm_binary, scratch_dir, shared_dir):
     assert got == want
 
 
+@pytest.fixture(scope="module")
+def moe_models(scratch_dir, shared_dir):
+    """Random Qwen3-MoE (8 experts of 64, 2 per token) and Qwen2-MoE (plus a shared expert of
+    128) models, HF safetensors: every expert split 32 / 16 wide at TP 2 / 4."""
+    paths = {}
+    for preset in ("tiny-qwen3moe", "tiny-qwen2moe"):
+        path = os.path.join(scratch_dir, "tp-" + preset)
+        assert gen_model.main(["--quiet", "--preset", preset, "--out", path,
+                               "--shared-dir", shared_dir]) == 0
+        paths[preset] = path
+    return paths
+
+
+@pytest.mark.parametrize("preset", ["tiny-qwen3moe", "tiny-qwen2moe"])
+def test_moe_tp2_tp4_match_tp1(pagellm_binary, moe_models, scratch_dir, preset):
+    """Mixture-of-experts layers split inside every expert; the router stays whole, so every
+    rank picks the same experts."""
+    path = moe_models[preset]
+    want, _ = generate(pagellm_binary, path, 1, scratch_dir)
+    assert len(want) == len(PROMPTS) and all(len(ids) == 12 for ids in want)
+    got, proc = generate(pagellm_binary, path, 2, scratch_dir, btl="self,vader")
+    assert got == want
+    assert "tensor-parallel rank 1/2" in proc.stderr, proc.stderr
+    got, _ = generate(pagellm_binary, path, 4, scratch_dir, btl="self,tcp")
+    assert got == want
+    again, _ = generate(pagellm_binary, path, 4, scratch_dir, btl="self,tcp")
+    assert again == got
+
+
+@pytest.mark.parametrize("kv_dtype", ["int8", "fp8"])
+def test_quantized_kv_cache_tp2_matches_tp1(pagellm_binary, stories_model, moe_models,
+                                            scratch_dir, kv_dtype):
+    """The start-up calibration of a quantised KV cache runs once, over the whole model on rank
+    0; every rank stores its heads with their part of it, as one rank would."""
+    extra = ("--kv-cache-dtype", kv_dtype, "--calculate-kv-scales")
+    for model in (stories_model, moe_models["tiny-qwen3moe"]):
+        want, _ = generate(pagellm_binary, model, 1, scratch_dir, extra=extra)
+        got, _ = generate(pagellm_binary, model, 2, scratch_dir, btl="self,vader", extra=extra)
+        assert got == want, model
+
+
+def test_moe_server_tp2_frees_every_kv_block(pagellm_binary, shared_dir, moe_models,
+                                             scratch_dir):
+    """A server of a split MoE model with an int8 KV cache answers as TP 1 and, once idle,
+    holds no KV blocks."""
+    path = moe_models["tiny-qwen2moe"]
+    want, _ = generate(pagellm_binary, path, 1, scratch_dir, extra=("--kv-cache-dtype", "int8"))
+    server = Server(pagellm_binary, shared_dir, model=path, log_dir=scratch_dir,
+                    extra_args=["-tp", "2", "--threads", "1", "--kv-cache-dtype", "int8"])
+    try:
+        server.wait_ready(timeout=90)
+        for prompt, ids in zip(PROMPTS, want):
+            status, body = server.post("/v1/completions", {
+                "model": "stories", "prompt": prompt, "max_tokens": 12, "temperature": 0,
+                "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True})
+            assert status == 200, body
+            tokens = body["choices"][0]["logprobs"]["tokens"]
+            assert tokens == [f"token_id:{i}" for i in ids], body
+        metrics = server.metrics()
+        assert metrics.get("vllm:num_requests_running") == 0
+        assert metrics.get("vllm:kv_cache_usage_perc") == 0
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
 def test_shared_model_tp2_matches_tp1_with_preemption(pagellm_binary, stories_model,
                                                       scratch_dir):
     # 12 blocks of 4 tokens cannot hold the four requests at once: some are preempted and

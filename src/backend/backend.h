@@ -32,6 +32,11 @@ class Backend {
   // smoothing that start-up calibration (engine/kv_calibration.h) sets and reads.
   virtual KvCacheStorage& kv_cache() = 0;
   const KvCacheShape& kv_shape() { return kv_cache().shape(); }
+  // Sets the start-up calibration (computed over all of the model's KV heads) of the primary
+  // pool; a backend whose pool holds only some heads (tensor parallelism) keeps theirs.
+  virtual Status SetKvCalibration(const KvCalibration& cal) {
+    return ApplyKvCalibration(cal, 0, &kv_cache());
+  }
 
   // Copies whole blocks (every layer, K and V, bytes as stored) from pool `src` to pool `dst`,
   // in order; copy.src indexes `src`, copy.dst indexes `dst`.

@@ -1,7 +1,6 @@
 #include "backend/tensor_parallel_backend.h"
 
 #include "backend/tensor_parallel_messages.h"
-#include "base/kv_cache_dtype.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
@@ -29,25 +28,25 @@ Status AgreeOnStatus(Communicator& group, const Status& mine) {
 }
 
 void LogShard(const ShardLayout& l, const LoadedModel& shard) {
+  std::string experts;
+  if (l.expert_inter > 0)
+    experts = fmt::format(", every expert's columns [{}, {})", l.expert_inter_begin,
+                          l.expert_inter_begin + l.expert_inter);
+  if (l.shared_inter > 0)
+    experts += fmt::format(", shared expert columns [{}, {})", l.shared_inter_begin,
+                           l.shared_inter_begin + l.shared_inter);
   spdlog::info(
-      "tensor-parallel rank {}/{}: query heads [{}, {}), KV heads [{}, {}), MLP columns [{}, {}), "
-      "vocabulary [{}, {}); {:.1f} MiB of weights",
+      "tensor-parallel rank {}/{}: query heads [{}, {}), KV heads [{}, {}), MLP columns [{}, "
+      "{}){}, vocabulary [{}, {}); {:.1f} MiB of weights",
       l.rank, l.size, l.q_head_begin, l.q_head_begin + l.num_q_heads, l.kv_head_begin,
-      l.kv_head_begin + l.num_kv_heads, l.inter_begin, l.inter_begin + l.inter, l.vocab_begin,
-      l.vocab_begin + l.vocab, shard.weights.total_bytes / 1048576.0);
+      l.kv_head_begin + l.num_kv_heads, l.inter_begin, l.inter_begin + l.inter, experts,
+      l.vocab_begin, l.vocab_begin + l.vocab, shard.weights.total_bytes / 1048576.0);
 }
 
-// This rank's part of the whole model's KV shape, or Unimplemented for a cache format whose
-// start-up calibration (engine/kv_calibration.h) sees one rank's heads only.
-StatusOr<KvCacheShape> RankKvShape(const KvCacheShape& shape, const ShardLayout& l) {
-  for (int layer = 0; layer < shape.num_layers; ++layer) {
-    const KvCacheDtype d = shape.layer_dtype(layer);
-    if (d != KvCacheDtype::kFloat32 && d != KvCacheDtype::kFloat16 && d != KvCacheDtype::kBFloat16)
-      return UnimplementedError(fmt::format(
-          "--kv-cache-dtype {} with --tensor-parallel-size {}: quantised KV caches are not "
-          "supported with tensor parallelism yet (use auto, float32, float16 or bfloat16)",
-          KvCacheDtypeName(d), l.size));
-  }
+// This rank's part of the whole model's KV shape. A quantised format's start-up calibration
+// (engine/kv_calibration.h) is computed once on rank 0 over the whole model and each rank keeps
+// its heads' part (SetKvCalibration), so every rank stores its heads as one rank would.
+KvCacheShape RankKvShape(const KvCacheShape& shape, const ShardLayout& l) {
   KvCacheShape s = shape;
   s.num_kv_heads = l.num_kv_heads;
   return s;
@@ -78,8 +77,12 @@ Status WorkerInit(Communicator& group, const TpInit& m, WorkerState* w) {
 
 Status WorkerAllocate(const TpAllocateKv& m, WorkerState* w) {
   if (w->backend == nullptr) return FailedPreconditionError("KV cache before the model");
-  ASSIGN_OR_RETURN(KvCacheShape shape, RankKvShape(m.shape, w->layout));
-  return w->backend->AllocateKvCache(shape, m.num_swap_blocks);
+  return w->backend->AllocateKvCache(RankKvShape(m.shape, w->layout), m.num_swap_blocks);
+}
+
+Status WorkerKvCalibration(const KvCalibration& cal, WorkerState* w) {
+  if (w->backend == nullptr) return FailedPreconditionError("KV calibration before the model");
+  return ApplyKvCalibration(cal, w->layout.kv_head_begin, &w->backend->kv_cache());
 }
 
 }  // namespace
@@ -117,12 +120,18 @@ Status TensorParallelBackend::Send(std::vector<uint8_t> message) {
 }
 
 Status TensorParallelBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
-  ASSIGN_OR_RETURN(KvCacheShape mine, RankKvShape(shape, layout_));
+  const KvCacheShape mine = RankKvShape(shape, layout_);
   RETURN_IF_ERROR(Send(EncodeAllocateKv({shape, num_swap_blocks})));
   RETURN_IF_ERROR(AgreeOnStatus(*group_, local_->AllocateKvCache(mine, num_swap_blocks)));
   spdlog::info("tensor-parallel: each of {} ranks holds {} KV blocks of {} KV heads ({:.1f} MiB)",
                group_->size(), mine.num_blocks, mine.num_kv_heads, mine.total_bytes() / 1048576.0);
   return Status::Ok();
+}
+
+Status TensorParallelBackend::SetKvCalibration(const KvCalibration& cal) {
+  RETURN_IF_ERROR(Send(EncodeKvCalibration(cal)));
+  return AgreeOnStatus(*group_,
+                       ApplyKvCalibration(cal, layout_.kv_head_begin, &local_->kv_cache()));
 }
 
 void TensorParallelBackend::CopyKvBlocks(KvPool src, KvPool dst,
@@ -163,6 +172,11 @@ Status RunTensorParallelWorker(Communicator& group) {
       case TpMessageKind::kAllocateKv: {
         ASSIGN_OR_RETURN(TpAllocateKv m, DecodeAllocateKv(message));
         RETURN_IF_ERROR(AgreeOnStatus(group, WorkerAllocate(m, &w)));
+        break;
+      }
+      case TpMessageKind::kKvCalibration: {
+        ASSIGN_OR_RETURN(KvCalibration cal, DecodeKvCalibration(message));
+        RETURN_IF_ERROR(AgreeOnStatus(group, WorkerKvCalibration(cal, &w)));
         break;
       }
       case TpMessageKind::kCopyKv: {

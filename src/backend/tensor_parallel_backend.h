@@ -34,6 +34,8 @@ class TensorParallelBackend : public Backend {
   Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override;
   // Rank 0's pool (its KV heads).
   KvCacheStorage& kv_cache() override { return local_->kv_cache(); }
+  // Every rank (rank 0 included) keeps the part of `cal` of its KV heads.
+  Status SetKvCalibration(const KvCalibration& cal) override;
   void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override;
   void PoisonKvCache() override;
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;

@@ -128,9 +128,23 @@ std::vector<uint8_t> EncodeForward(const ForwardBatch& batch) {
   return w.Take();
 }
 
+std::vector<uint8_t> EncodeKvCalibration(const KvCalibration& cal) {
+  Writer w(TpMessageKind::kKvCalibration);
+  w.Put(static_cast<int32_t>(cal.num_kv_heads));
+  w.Put(static_cast<int32_t>(cal.head_dim));
+  w.Put(static_cast<int64_t>(cal.k_offset.size()));
+  for (size_t l = 0; l < cal.k_offset.size(); ++l) {
+    w.PutArray(std::span<const float>(cal.k_offset[l]));
+    w.PutArray(std::span<const float>(cal.k_smooth[l]));
+    w.Put(cal.k_scale[l]);
+    w.Put(cal.v_scale[l]);
+  }
+  return w.Take();
+}
+
 StatusOr<TpMessageKind> MessageKind(const std::vector<uint8_t>& bytes) {
   if (bytes.empty() || bytes[0] < static_cast<uint8_t>(TpMessageKind::kInit) ||
-      bytes[0] > static_cast<uint8_t>(TpMessageKind::kForward))
+      bytes[0] > static_cast<uint8_t>(TpMessageKind::kKvCalibration))
     return DataLossError("tensor-parallel message of unknown kind");
   return static_cast<TpMessageKind>(bytes[0]);
 }
@@ -171,6 +185,24 @@ StatusOr<TpCopyKv> DecodeCopyKv(const std::vector<uint8_t>& bytes) {
   m.copies = r.GetArray<BlockCopy>();
   RETURN_IF_ERROR(r.Done("copy-kv"));
   return m;
+}
+
+StatusOr<KvCalibration> DecodeKvCalibration(const std::vector<uint8_t>& bytes) {
+  Reader r(bytes);
+  KvCalibration cal;
+  cal.num_kv_heads = r.Get<int32_t>();
+  cal.head_dim = r.Get<int32_t>();
+  const int64_t layers = r.Get<int64_t>();
+  if (layers < 0 || layers > static_cast<int64_t>(bytes.size()))
+    return DataLossError("tensor-parallel message kv-calibration is malformed");
+  for (int64_t l = 0; l < layers; ++l) {
+    cal.k_offset.push_back(r.GetArray<float>());
+    cal.k_smooth.push_back(r.GetArray<float>());
+    cal.k_scale.push_back(r.Get<float>());
+    cal.v_scale.push_back(r.Get<float>());
+  }
+  RETURN_IF_ERROR(r.Done("kv-calibration"));
+  return cal;
 }
 
 Status DecodeForward(const std::vector<uint8_t>& bytes, TpForward* out) {

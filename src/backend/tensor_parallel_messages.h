@@ -15,7 +15,14 @@
 
 namespace pagellm {
 
-enum class TpMessageKind : uint8_t { kInit = 1, kAllocateKv, kCopyKv, kPoison, kForward };
+enum class TpMessageKind : uint8_t {
+  kInit = 1,
+  kAllocateKv,
+  kCopyKv,
+  kPoison,
+  kForward,
+  kKvCalibration,  // the whole model's KvCalibration; each rank applies its KV heads' part
+};
 
 // kInit: what a rank needs to load its shard and run it like rank 0.
 struct TpInit {
@@ -48,12 +55,14 @@ std::vector<uint8_t> EncodeAllocateKv(const TpAllocateKv& m);
 std::vector<uint8_t> EncodeCopyKv(KvPool src, KvPool dst, std::span<const BlockCopy> copies);
 std::vector<uint8_t> EncodePoison();
 std::vector<uint8_t> EncodeForward(const ForwardBatch& batch);
+std::vector<uint8_t> EncodeKvCalibration(const KvCalibration& cal);
 
 // The kind of a non-empty message; DataLoss for an unknown one.
 StatusOr<TpMessageKind> MessageKind(const std::vector<uint8_t>& bytes);
 StatusOr<TpInit> DecodeInit(const std::vector<uint8_t>& bytes);
 StatusOr<TpAllocateKv> DecodeAllocateKv(const std::vector<uint8_t>& bytes);
 StatusOr<TpCopyKv> DecodeCopyKv(const std::vector<uint8_t>& bytes);
+StatusOr<KvCalibration> DecodeKvCalibration(const std::vector<uint8_t>& bytes);
 // Fills `out` (its batch's spans point into its block_tables).
 Status DecodeForward(const std::vector<uint8_t>& bytes, TpForward* out);
 

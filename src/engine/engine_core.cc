@@ -115,8 +115,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   RETURN_IF_ERROR(
       e->backend_->AllocateKvCache(shape, r.num_swap_blocks >= 2 ? r.num_swap_blocks : 0));
   RETURN_IF_ERROR(CalibrateKvCache(*e->model_, *e->tokenizer_, c.max_model_len,
-                                   c.calculate_kv_scales, &e->backend_->kv_cache(),
-                                   e->pool_.get()));
+                                   c.calculate_kv_scales, e->backend_.get(), e->pool_.get()));
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
                             c.max_model_len, r.num_swap_blocks,

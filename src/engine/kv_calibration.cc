@@ -20,9 +20,19 @@ std::string_view KvCalibrationText() {
          "storm, the brave little dog and the lighthouse that showed them the way back home.";
 }
 
-Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
-                        bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool) {
+StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tokenizer& tokenizer,
+                                             int max_model_len, bool calculate_kv_scales,
+                                             const KvCacheStorage& kv_storage, ThreadPool* pool) {
+  const KvCacheStorage* kv = &kv_storage;
   const KvCacheShape& shape = kv->shape();
+  // The whole model's KV heads, whatever part of them `kv` holds.
+  KvCalibration cal;
+  cal.num_kv_heads = model.config.num_kv_heads;
+  cal.head_dim = shape.head_dim;
+  cal.k_offset.resize(shape.num_layers);
+  cal.k_smooth.resize(shape.num_layers);
+  cal.k_scale.assign(shape.num_layers, 0.0f);
+  cal.v_scale.assign(shape.num_layers, 0.0f);
   const std::vector<LayerWeights>& lw = model.weights.layers;
   auto ckpt_k = [&](int l) { return l < static_cast<int>(lw.size()) ? lw[l].kv_k_scale : 0.0f; };
   auto ckpt_v = [&](int l) { return l < static_cast<int>(lw.size()) ? lw[l].kv_v_scale : 0.0f; };
@@ -78,9 +88,10 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
   // Checkpoint scales need no prefill.
   for (int l = 0; l < shape.num_layers; ++l) {
     if (kv->layer_dtype(l) != KvCacheDtype::kFp8E4m3 || calc_layer[l]) continue;
-    kv->set_scales(l, ckpt_k(l) > 0 ? ckpt_k(l) : 1.0f, ckpt_v(l) > 0 ? ckpt_v(l) : 1.0f);
+    cal.k_scale[l] = ckpt_k(l) > 0 ? ckpt_k(l) : 1.0f;
+    cal.v_scale[l] = ckpt_v(l) > 0 ? ckpt_v(l) : 1.0f;
   }
-  if (!need_prefill) return Status::Ok();
+  if (!need_prefill) return cal;
 
   // Tokens: BOS first (whatever the tokenizer's add_bos says), at most 256, within the
   // context limit.
@@ -92,12 +103,12 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
   const int n = static_cast<int>(
       std::min<size_t>(ids.size(), static_cast<size_t>(std::clamp(max_model_len, 1, 256))));
   ids.resize(n);
-  if (n < 2) return Status::Ok();  // nothing meaningful to average
+  if (n < 2) return cal;  // nothing meaningful to average
 
   // Prefill through a temporary float32 cache (blocks 1.. hold positions 0..n-1).
   KvCacheShape fshape;
   fshape.num_layers = shape.num_layers;
-  fshape.num_kv_heads = shape.num_kv_heads;
+  fshape.num_kv_heads = cal.num_kv_heads;
   fshape.head_dim = shape.head_dim;
   fshape.block_size = 16;
   fshape.num_blocks = (n + fshape.block_size - 1) / fshape.block_size + 1;
@@ -118,7 +129,7 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
     RETURN_IF_ERROR(backend->Forward(batch, &out));
   }
 
-  const int d = shape.head_dim, heads = shape.num_kv_heads;
+  const int d = shape.head_dim, heads = cal.num_kv_heads;
   const int64_t kvd = int64_t{heads} * d;
   std::vector<double> sum(kvd);
   std::vector<float> c(kvd), s(kvd);
@@ -147,7 +158,10 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
         for (int x = 0; x < d; ++x) sh[x] = std::max(sh[x], floor);
       }
     }
-    if (smooth) kv->set_k_smoothing(l, c.data(), s.data());
+    if (smooth) {
+      cal.k_offset[l] = c;
+      cal.k_smooth[l] = s;
+    }
     if (calc_layer[l]) {
       // Over what the layer stores: K - c (c = 0 when a checkpoint k_scale disabled smoothing,
       // but then k_scale is the checkpoint's anyway) and raw V.
@@ -157,18 +171,28 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
           km = std::max(km, std::fabs(k_row(p)[i] - c[i]));
           vm = std::max(vm, std::fabs(v_row(p)[i]));
         }
-      kv->set_scales(l,
-                     ckpt_k(l) > 0 ? ckpt_k(l)
-                     : km > 0      ? km / kFp8E4m3Max
-                                   : 1.0f,
-                     ckpt_v(l) > 0 ? ckpt_v(l)
-                     : vm > 0      ? vm / kFp8E4m3Max
-                                   : 1.0f);
+      cal.k_scale[l] = ckpt_k(l) > 0 ? ckpt_k(l) : km > 0 ? km / kFp8E4m3Max : 1.0f;
+      cal.v_scale[l] = ckpt_v(l) > 0 ? ckpt_v(l) : vm > 0 ? vm / kFp8E4m3Max : 1.0f;
     }
   }
   spdlog::debug("KV cache calibrated on {} tokens of the built-in text{}", n,
                 calculate_kv_scales ? " (with fp8 scales)" : "");
-  return Status::Ok();
+  return cal;
+}
+
+Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
+                        bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(KvCalibration cal, ComputeKvCalibration(model, tokenizer, max_model_len,
+                                                           calculate_kv_scales, *kv, pool));
+  return ApplyKvCalibration(cal, 0, kv);
+}
+
+Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
+                        bool calculate_kv_scales, Backend* backend, ThreadPool* pool) {
+  ASSIGN_OR_RETURN(KvCalibration cal,
+                   ComputeKvCalibration(model, tokenizer, max_model_len, calculate_kv_scales,
+                                        backend->kv_cache(), pool));
+  return backend->SetKvCalibration(cal);
 }
 
 }  // namespace pagellm

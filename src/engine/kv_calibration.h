@@ -22,6 +22,7 @@
 
 #include <string_view>
 
+#include "backend/backend.h"
 #include "base/thread_pool.h"
 #include "kv/kv_cache_storage.h"
 #include "model/model_weights.h"
@@ -33,10 +34,22 @@ namespace pagellm {
 // The calibration text (plain narrative English, a few hundred characters).
 std::string_view KvCalibrationText();
 
-// Calibrates `kv` (already created for `model`) in place; a no-op when no layer is stored in a
-// quantised format and calculate_kv_scales is off. At most min(256, max_model_len) tokens of
-// the text, BOS first. `pool` may be null.
+// The calibration of a cache whose layers are stored as `kv`'s are, over all of `model`'s KV
+// heads (whatever heads `kv` holds: one tensor-parallel rank's pool gets the same numbers as a
+// whole one); no layer set when none is stored in a quantised format and calculate_kv_scales
+// is off. At most min(256, max_model_len) tokens of the text, BOS first, prefilled through the
+// whole model on this process. `pool` may be null.
+StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tokenizer& tokenizer,
+                                             int max_model_len, bool calculate_kv_scales,
+                                             const KvCacheStorage& kv, ThreadPool* pool);
+
+// Calibrates `kv` (already created for the whole `model`) in place.
 Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
                         bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool);
+
+// Calibrates the primary pool of `backend` (Backend::SetKvCalibration: under tensor
+// parallelism every rank's heads).
+Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
+                        bool calculate_kv_scales, Backend* backend, ThreadPool* pool);
 
 }  // namespace pagellm

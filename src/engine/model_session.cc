@@ -46,7 +46,7 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   RETURN_IF_ERROR(s->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
   if (s->tokenizer_) {
     RETURN_IF_ERROR(CalibrateKvCache(*s->model_, *s->tokenizer_, s->max_model_len_,
-                                     o.calculate_kv_scales, &s->kv(), s->pool_.get()));
+                                     o.calculate_kv_scales, s->backend_.get(), s->pool_.get()));
   }
   return s;
 }

@@ -65,7 +65,7 @@ class Evaluator::Pass {
     RETURN_IF_ERROR(p->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
     // The same start-up calibration (K smoothing, fp8 scales) as EngineCore::Create.
     RETURN_IF_ERROR(CalibrateKvCache(model, tokenizer, c.max_model_len, c.calculate_kv_scales,
-                                     &p->backend_->kv_cache(), pool));
+                                     p->backend_.get(), pool));
     return p;
   }
   Status Forward(const ForwardBatch& batch) { return backend_->Forward(batch, &out_); }

@@ -183,6 +183,32 @@ float* KvCacheStorage::v_slot(int layer, int block, int slot) {
          (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * shape_.head_dim;
 }
 
+Status ApplyKvCalibration(const KvCalibration& cal, int kv_head_begin, KvCacheStorage* kv) {
+  const KvCacheShape& s = kv->shape();
+  const size_t layers = static_cast<size_t>(s.num_layers);
+  if (cal.head_dim != s.head_dim || kv_head_begin < 0 ||
+      kv_head_begin + s.num_kv_heads > cal.num_kv_heads || cal.k_offset.size() != layers ||
+      cal.k_smooth.size() != layers || cal.k_scale.size() != layers || cal.v_scale.size() != layers)
+    return InvalidArgumentError(fmt::format(
+        "KV calibration of {} layers x {} KV heads of {} does not fit KV heads [{}, {}) of a "
+        "cache of {} layers x heads of {}",
+        cal.k_offset.size(), cal.num_kv_heads, cal.head_dim, kv_head_begin,
+        kv_head_begin + s.num_kv_heads, s.num_layers, s.head_dim));
+  const int64_t full = int64_t{cal.num_kv_heads} * cal.head_dim;
+  const int64_t begin = int64_t{kv_head_begin} * s.head_dim;
+  for (int l = 0; l < s.num_layers; ++l) {
+    const std::vector<float>& c = cal.k_offset[l];
+    const std::vector<float>& sm = cal.k_smooth[l];
+    if (!c.empty() || !sm.empty()) {
+      if (static_cast<int64_t>(c.size()) != full || static_cast<int64_t>(sm.size()) != full)
+        return InvalidArgumentError(fmt::format("KV calibration of layer {}: wrong size", l));
+      kv->set_k_smoothing(l, c.data() + begin, sm.data() + begin);
+    }
+    if (cal.k_scale[l] > 0 && cal.v_scale[l] > 0) kv->set_scales(l, cal.k_scale[l], cal.v_scale[l]);
+  }
+  return Status::Ok();
+}
+
 void KvCacheStorage::set_scales(int layer, float k_scale, float v_scale) {
   CHECK(k_scale > 0 && v_scale > 0) << "KV scales must be positive";
   k_scale_[layer] = k_scale;

@@ -66,6 +66,25 @@ struct KvCacheShape {
 // (deterministic per model and dtype).
 std::string KvCacheKeySpace(const KvCacheShape& shape);
 
+// The start-up calibration of a quantised cache (engine/kv_calibration.h) over all of the
+// model's KV heads, kept apart from any storage so that each rank of a tensor-parallel group can
+// apply its heads' part of the same numbers (computed once, over the whole model).
+struct KvCalibration {
+  int num_kv_heads = 0;  // of the whole model
+  int head_dim = 0;
+  // Per layer: K smoothing c and s ([num_kv_heads][head_dim] each); empty: not smoothed.
+  std::vector<std::vector<float>> k_offset, k_smooth;
+  // Per layer: fp8_e4m3 scales; 0: left as they are.
+  std::vector<float> k_scale, v_scale;
+};
+
+class KvCacheStorage;
+
+// Applies KV heads [kv_head_begin, kv_head_begin + kv->shape().num_kv_heads) of `cal` to `kv`
+// (the whole of it: kv_head_begin 0 and the same head count). InvalidArgument when those heads
+// or the layers do not fit.
+Status ApplyKvCalibration(const KvCalibration& cal, int kv_head_begin, KvCacheStorage* kv);
+
 class KvCacheStorage {
  public:
   // Reserves the whole cache up front as one anonymous mapping: pages are zero and cost no

@@ -99,6 +99,10 @@ struct ShardDims {
   int64_t kv_dim = 0;
   int64_t intermediate = 0;
   int64_t vocab = 0;
+  // Each expert's and the shared expert's intermediate width (MoeConfig); -1: the config's
+  // (unsplit).
+  int64_t expert_intermediate = -1;
+  int64_t shared_expert_intermediate = -1;
 };
 
 struct ArchSpec {

@@ -125,8 +125,10 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     // SwiGLU MLP, or the experts of a sparse layer.
     ops.RmsNorm(x, w.ffn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
     if (c.moe.IsSparseLayer(l)) {
+      // Under tensor parallelism each rank holds a share of every expert's columns (and routes
+      // from the replicated h, so all ranks pick the same experts): partial sums, like down.
       ops.MoeFfn(w.moe, c.moe, h, proj, t_count);
-      ops.Add(x, proj, t_count * hidden);
+      ops.AddAllReduced(x, proj, t_count * hidden);
       continue;
     }
     const MatMulOutput gate_up[] = {{&w.w_gate, gate}, {&w.w_up, up}};

@@ -8,9 +8,10 @@
 //   x += MoeFfn(h) (the selected experts' SwiGLU outputs, weighted by the router)
 // then logits = RMSNorm(x)·final_norm · lm_head for the rows that need them (the last token of
 // each chunk, or all of them with all_logits). Under tensor parallelism (model/
-// tensor_parallel_shard.h) `model` is one rank's shard: the two residual adds of a dense layer
-// sum the ranks' partial projections (ForwardOps::AddAllReduced), and the ops embed and
-// produce logits over the whole vocabulary.
+// tensor_parallel_shard.h) `model` is one rank's shard: the two residual adds of a layer sum
+// the ranks' partial projections (ForwardOps::AddAllReduced; in a sparse layer the partial
+// MoeFfn output of each rank's share of every expert), and the ops embed and produce logits
+// over the whole vocabulary.
 #pragma once
 
 #include <cstdint>

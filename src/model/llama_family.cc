@@ -172,13 +172,16 @@ int64_t CountLlamaFamilyParameters(const ModelConfig& c, const ShardDims& d) {
   // q and o; k and v; the two norms; the q/k/v biases; the q/k norms.
   const int64_t attn = 2 * d.q_dim * hidden + 2 * d.kv_dim * hidden + 2 * hidden +
                        bias * (d.q_dim + 2 * d.kv_dim) + qk_norm;
-  const double inter_scale = static_cast<double>(d.intermediate) / c.intermediate_size;
+  const int64_t expert_inter =
+      d.expert_intermediate >= 0 ? d.expert_intermediate : c.moe.expert_intermediate;
+  const int64_t shared_inter = d.shared_expert_intermediate >= 0 ? d.shared_expert_intermediate
+                                                                 : c.moe.shared_expert_intermediate;
   int64_t layers = 0;
   for (int l = 0; l < c.num_layers; ++l) {
     // gate, up and down, or the experts
-    layers += attn + (c.moe.IsSparseLayer(l)
-                          ? MoeLayerParameters(c, hidden, inter_scale, /*active=*/false)
-                          : 3 * d.intermediate * hidden);
+    layers += attn + (c.moe.IsSparseLayer(l) ? MoeLayerParameters(c, hidden, expert_inter,
+                                                                  shared_inter, /*active=*/false)
+                                             : 3 * d.intermediate * hidden);
   }
   return lm_heads * d.vocab * hidden + layers + hidden;
 }

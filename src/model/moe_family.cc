@@ -127,13 +127,12 @@ Status BindMoeLayer(const MoeTensorNames& n, const std::string& p, TensorBinder&
   return Status::Ok();
 }
 
-int64_t MoeLayerParameters(const ModelConfig& c, int64_t hidden, double inter_scale, bool active) {
+int64_t MoeLayerParameters(const ModelConfig& c, int64_t hidden, int64_t expert_inter,
+                           int64_t shared_inter, bool active) {
   const MoeConfig& m = c.moe;
-  const auto width = [&](int w) { return static_cast<int64_t>(w * inter_scale); };
   const int64_t experts = active ? m.num_experts_per_tok : m.num_experts;
-  int64_t n = int64_t{m.num_experts} * hidden + experts * 3 * width(m.expert_intermediate) * hidden;
-  if (m.shared_expert_intermediate > 0)
-    n += 3 * width(m.shared_expert_intermediate) * hidden + hidden;
+  int64_t n = int64_t{m.num_experts} * hidden + experts * 3 * expert_inter * hidden;
+  if (m.shared_expert_intermediate > 0) n += 3 * shared_inter * hidden + hidden;
   return n;
 }
 
@@ -142,8 +141,9 @@ int64_t CountActiveParameters(const ModelConfig& c) {
   int64_t n = GetArchSpec(c.arch).count_parameters(c, full);
   for (int l = 0; l < c.num_layers; ++l) {
     if (!c.moe.IsSparseLayer(l)) continue;
-    n -= MoeLayerParameters(c, c.hidden_size, 1.0, /*active=*/false) -
-         MoeLayerParameters(c, c.hidden_size, 1.0, /*active=*/true);
+    const int64_t e = c.moe.expert_intermediate, s = c.moe.shared_expert_intermediate;
+    n -= MoeLayerParameters(c, c.hidden_size, e, s, /*active=*/false) -
+         MoeLayerParameters(c, c.hidden_size, e, s, /*active=*/true);
   }
   return n;
 }

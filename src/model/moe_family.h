@@ -29,10 +29,11 @@ Status BindMoeLayer(const MoeTensorNames& names, const std::string& prefix, Tens
                     const ModelConfig& config, MoeWeights* weights);
 
 // Parameters of one sparse layer's FFN: all experts (`active` false) or the router, the
-// num_experts_per_tok experts a token reads and the shared expert (`active` true). `inter_scale`
-// is the tensor-parallel share of the expert widths (ShardDims::intermediate / intermediate).
-int64_t MoeLayerParameters(const ModelConfig& config, int64_t hidden, double inter_scale,
-                           bool active);
+// num_experts_per_tok experts a token reads and the shared expert (`active` true), with each
+// expert `expert_inter` and the shared expert `shared_inter` wide (a tensor-parallel rank's
+// shares, or the config's widths).
+int64_t MoeLayerParameters(const ModelConfig& config, int64_t hidden, int64_t expert_inter,
+                           int64_t shared_inter, bool active);
 
 // Parameters a token uses: the whole model less, in each sparse layer, the experts it does not
 // select (num_experts - num_experts_per_tok of them). The parameter count for a dense model.

@@ -59,6 +59,30 @@ void Share(int64_t n, int rank, int size, int64_t* begin, int64_t* count) {
   *count = std::min(n, *begin + per) - *begin;
 }
 
+// Rank `l.rank`'s part of a sparse layer's experts: its share of every expert's intermediate
+// columns (gate/up rows, down input columns) and of the shared expert's; the router and the
+// shared expert's gate whole. Nothing for a dense layer.
+Status ShardExperts(const MoeWeights& f, const ShardLayout& l, const std::string& layer,
+                    WeightStore* store, MoeWeights* s) {
+  if (f.gate.empty()) return Status::Ok();
+  s->router = f.router;
+  for (size_t e = 0; e < f.gate.size(); ++e) {
+    s->gate.push_back(RowSlice(f.gate[e], l.expert_inter_begin, l.expert_inter));
+    s->up.push_back(RowSlice(f.up[e], l.expert_inter_begin, l.expert_inter));
+    ASSIGN_OR_RETURN(WeightMatrix down,
+                     ColumnSlice(f.down[e], l.expert_inter_begin, l.expert_inter,
+                                 fmt::format("{}expert {} down_proj", layer, e).c_str(), store));
+    s->down.push_back(down);
+  }
+  if (f.shared_expert_gate.empty()) return Status::Ok();
+  s->shared_gate = RowSlice(f.shared_gate, l.shared_inter_begin, l.shared_inter);
+  s->shared_up = RowSlice(f.shared_up, l.shared_inter_begin, l.shared_inter);
+  ASSIGN_OR_RETURN(s->shared_down, ColumnSlice(f.shared_down, l.shared_inter_begin, l.shared_inter,
+                                               (layer + "shared_expert down_proj").c_str(), store));
+  s->shared_expert_gate = f.shared_expert_gate;
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& c, int rank, int size) {
@@ -92,14 +116,27 @@ StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& c, int rank, int siz
   if (l.inter == 0 || l.vocab == 0)
     return InvalidArgumentError(fmt::format(
         "--tensor-parallel-size {} leaves rank {} no MLP columns or vocabulary rows", size, rank));
+  const MoeConfig& m = c.moe;
+  if (m.num_experts > 0) {
+    Share(m.expert_intermediate, rank, size, &l.expert_inter_begin, &l.expert_inter);
+    if (l.expert_inter == 0)
+      return InvalidArgumentError(fmt::format(
+          "--tensor-parallel-size {} leaves rank {} none of each expert's {} intermediate columns",
+          size, rank, m.expert_intermediate));
+    if (m.shared_expert_intermediate > 0) {
+      Share(m.shared_expert_intermediate, rank, size, &l.shared_inter_begin, &l.shared_inter);
+      if (l.shared_inter == 0)
+        return InvalidArgumentError(fmt::format(
+            "--tensor-parallel-size {} leaves rank {} none of the shared expert's {} intermediate "
+            "columns",
+            size, rank, m.shared_expert_intermediate));
+    }
+  }
   return l;
 }
 
 StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const ShardLayout& l) {
   const ModelConfig& c = full.config;
-  if (c.moe.num_experts > 0)
-    return UnimplementedError(
-        "tensor parallelism of mixture-of-experts models is not supported yet");
   auto shard = std::make_unique<LoadedModel>();
   shard->path = full.path;
   shard->format = full.format;
@@ -111,6 +148,11 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
   sc.num_kv_heads = l.num_kv_heads;
   sc.intermediate_size = static_cast<int>(l.inter);
   sc.vocab_size = static_cast<int>(l.vocab);
+  if (c.moe.num_experts > 0) {
+    sc.moe.expert_intermediate = static_cast<int>(l.expert_inter);
+    if (c.moe.shared_expert_intermediate > 0)
+      sc.moe.shared_expert_intermediate = static_cast<int>(l.shared_inter);
+  }
 
   const int64_t hd = c.head_dim;
   const int64_t q0 = l.q_head_begin * hd, qn = sc.q_dim();
@@ -138,18 +180,26 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
     s.ffn_norm = f.ffn_norm;
     s.post_attn_norm = f.post_attn_norm;  // Gemma: norms of the replicated residual stream
     s.post_ffn_norm = f.post_ffn_norm;
-    s.w_gate = RowSlice(f.w_gate, l.inter_begin, l.inter);
-    s.w_up = RowSlice(f.w_up, l.inter_begin, l.inter);
-    ASSIGN_OR_RETURN(s.w_down, ColumnSlice(f.w_down, l.inter_begin, l.inter,
-                                           (layer + "down_proj").c_str(), store));
+    if (f.w_down.data != nullptr) {  // a dense layer (sparse ones have only experts)
+      s.w_gate = RowSlice(f.w_gate, l.inter_begin, l.inter);
+      s.w_up = RowSlice(f.w_up, l.inter_begin, l.inter);
+      ASSIGN_OR_RETURN(s.w_down, ColumnSlice(f.w_down, l.inter_begin, l.inter,
+                                             (layer + "down_proj").c_str(), store));
+    }
+    RETURN_IF_ERROR(ShardExperts(f.moe, l, layer, store, &s.moe));
     s.kv_k_scale = f.kv_k_scale;
     s.kv_v_scale = f.kv_v_scale;
     w.layers.push_back(std::move(s));
   }
   int64_t bytes = w.embed.nbytes() + (c.tie_word_embeddings ? 0 : w.lm_head.nbytes());
-  for (const LayerWeights& s : w.layers)
-    for (const WeightMatrix* m : {&s.wq, &s.wk, &s.wv, &s.wo, &s.w_gate, &s.w_up, &s.w_down})
+  for (const LayerWeights& s : w.layers) {
+    for (const WeightMatrix* m :
+         {&s.wq, &s.wk, &s.wv, &s.wo, &s.w_gate, &s.w_up, &s.w_down, &s.moe.router,
+          &s.moe.shared_gate, &s.moe.shared_up, &s.moe.shared_down})
       bytes += m->nbytes();
+    for (const std::vector<WeightMatrix>* experts : {&s.moe.gate, &s.moe.up, &s.moe.down})
+      for (const WeightMatrix& m : *experts) bytes += m.nbytes();
+  }
   w.total_bytes = bytes;
   return shard;
 }

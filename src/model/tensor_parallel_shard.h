@@ -22,20 +22,25 @@ struct ShardLayout {
   int q_head_begin = 0, num_q_heads = 0;
   int kv_head_begin = 0, num_kv_heads = 0;
   int64_t inter_begin = 0, inter = 0;  // MLP intermediate columns
+  // Columns of every expert's intermediate (MoeConfig::expert_intermediate) and of the shared
+  // expert's (shared_expert_intermediate); 0 for a dense model (no shared expert).
+  int64_t expert_inter_begin = 0, expert_inter = 0;
+  int64_t shared_inter_begin = 0, shared_inter = 0;
   int64_t vocab_begin = 0, vocab = 0;  // vocabulary rows of the embedding and lm_head
 };
 
 // InvalidArgument when `size` does not split the heads (query heads must divide by it; KV heads
-// must divide by it or it by them); the intermediate and vocabulary shares are ceil(n / size)
-// (the last rank's may be shorter).
+// must divide by it or it by them) or leaves a rank no columns of the MLP, of an expert or of
+// the shared expert, or no vocabulary rows; the intermediate (dense, expert, shared expert) and
+// vocabulary shares are ceil(n / size) (the last rank's may be shorter).
 StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& config, int rank, int size);
 
 // Rank `layout.rank`'s shard of `full` (which must outlive it): a model of its own config
 // (heads, intermediate and vocab counts of the shard) whose row ranges are views into `full`'s
 // mapped files and whose column ranges (attention output, MLP down) are copies of just those
-// columns. Unimplemented for what cannot be split here: mixture-of-experts layers, matrices with
-// an input permutation (GPTQ act-order) that would be split by columns, and column ranges that
-// cut a quantization block.
+// columns (the experts' down projections included). Unimplemented for what cannot be split
+// here: matrices with an input permutation (GPTQ act-order) that would be split by columns,
+// and column ranges that cut a quantization block.
 StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full,
                                                   const ShardLayout& layout);
 

@@ -66,5 +66,31 @@ TEST(ShardLayout, RefusesSplitsThatDoNotDivide) {
             StatusCode::kInvalidArgument);  // vocabulary 3: rank 3 would hold nothing
 }
 
+// Qwen3-30B-A3B's widths: every expert's 768 columns and (Qwen2-MoE) a shared expert's 5632 split
+// in ceil shares like the dense MLP; a width that leaves a rank nothing is an error.
+TEST(ShardLayout, SplitsEveryExpertAndTheSharedExpert) {
+  ModelConfig c = Config(32, 4, 6144, 151936);
+  c.moe.num_experts = 128;
+  c.moe.num_experts_per_tok = 8;
+  c.moe.expert_intermediate = 768;
+  c.moe.shared_expert_intermediate = 5632;
+  for (int r = 0; r < 4; ++r) {
+    auto l = ComputeShardLayout(c, r, 4);
+    ASSERT_TRUE(l.ok());
+    EXPECT_EQ(l->expert_inter_begin, 192 * r);
+    EXPECT_EQ(l->expert_inter, 192);
+    EXPECT_EQ(l->shared_inter_begin, 1408 * r);
+    EXPECT_EQ(l->shared_inter, 1408);
+  }
+  c.moe.shared_expert_intermediate = 0;
+  auto dense_only = ComputeShardLayout(c, 1, 2);
+  ASSERT_TRUE(dense_only.ok());
+  EXPECT_EQ(dense_only->shared_inter, 0);
+  c.moe.expert_intermediate = 3;  // shares of 1: rank 3 would hold none of each expert
+  auto none = ComputeShardLayout(c, 3, 4);
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("expert"), std::string::npos) << none.status().message();
+}
+
 }  // namespace
 }  // namespace pagellm

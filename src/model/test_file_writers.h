@@ -284,12 +284,27 @@ struct TinyModelSpec {
   bool attention_bias = false;  // writes q/k/v biases (Qwen2)
   uint32_t matrix_type = kGgmlF32;
   uint32_t norm_type = kGgmlF32;
+  // Mixture of experts when experts > 0: every layer sparse, experts_used of `experts` SwiGLU
+  // experts of width expert_intermediate per token (stacked tensors, matrix_type). With
+  // shared_intermediate > 0 a Qwen2-MoE file ("qwen2moe": a gated shared expert of that width;
+  // set attention_bias too), else with qk_norm a Qwen3-MoE one ("qwen3moe": per-head q/k
+  // norms), else Mixtral's ("llama" with experts).
+  int experts = 0;
+  int experts_used = 2;
+  int expert_intermediate = 0;
+  int shared_intermediate = 0;
+  bool qk_norm = false;
 };
 
-// A complete GGUF model ("llama", or "qwen2" when spec.attention_bias).
+// A complete GGUF model ("llama", or "qwen2" when spec.attention_bias; the MoE families with
+// spec.experts).
 inline GgufBuilder TinyGguf(const TinyModelSpec& s) {
   GgufBuilder b;
-  const std::string arch = s.attention_bias ? "qwen2" : "llama";
+  const std::string arch = s.experts > 0      ? (s.shared_intermediate > 0 ? "qwen2moe"
+                                                 : s.qk_norm               ? "qwen3moe"
+                                                                           : "llama")
+                           : s.attention_bias ? "qwen2"
+                                              : "llama";
   b.AddString("general.architecture", arch);
   b.AddU32(arch + ".embedding_length", s.hidden);
   b.AddU32(arch + ".feed_forward_length", s.intermediate);
@@ -300,6 +315,13 @@ inline GgufBuilder TinyGguf(const TinyModelSpec& s) {
   b.AddU32(arch + ".context_length", s.context);
   b.AddF32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
   b.AddF32(arch + ".rope.freq_base", 10000.0f);
+  if (s.experts > 0) {
+    b.AddU32(arch + ".expert_count", s.experts);
+    b.AddU32(arch + ".expert_used_count", s.experts_used);
+    b.AddU32(arch + ".expert_feed_forward_length", s.expert_intermediate);
+    if (s.shared_intermediate > 0)
+      b.AddU32(arch + ".expert_shared_feed_forward_length", s.shared_intermediate);
+  }
   std::vector<std::string> tokens;
   for (int i = 0; i < s.vocab; ++i) tokens.push_back("t" + std::to_string(i));
   b.AddStringArray("tokenizer.ggml.tokens", tokens);
@@ -319,8 +341,26 @@ inline GgufBuilder TinyGguf(const TinyModelSpec& s) {
       b.AddTensor(p + "attn_k.bias", {kv}, s.norm_type);
       b.AddTensor(p + "attn_v.bias", {kv}, s.norm_type);
     }
+    if (s.qk_norm) {
+      b.AddTensor(p + "attn_q_norm.weight", {static_cast<uint64_t>(s.head_dim)}, s.norm_type);
+      b.AddTensor(p + "attn_k_norm.weight", {static_cast<uint64_t>(s.head_dim)}, s.norm_type);
+    }
     b.AddTensor(p + "attn_output.weight", {q, h}, s.matrix_type);
     b.AddTensor(p + "ffn_norm.weight", {h}, s.norm_type);
+    if (s.experts > 0) {
+      const uint64_t e = s.experts, ei = s.expert_intermediate, si = s.shared_intermediate;
+      b.AddTensor(p + "ffn_gate_inp.weight", {h, e}, kGgmlF32);
+      b.AddTensor(p + "ffn_gate_exps.weight", {h, ei, e}, s.matrix_type);
+      b.AddTensor(p + "ffn_up_exps.weight", {h, ei, e}, s.matrix_type);
+      b.AddTensor(p + "ffn_down_exps.weight", {ei, h, e}, s.matrix_type);
+      if (si > 0) {
+        b.AddTensor(p + "ffn_gate_shexp.weight", {h, si}, s.matrix_type);
+        b.AddTensor(p + "ffn_up_shexp.weight", {h, si}, s.matrix_type);
+        b.AddTensor(p + "ffn_down_shexp.weight", {si, h}, s.matrix_type);
+        b.AddTensor(p + "ffn_gate_inp_shexp.weight", {h}, s.norm_type);
+      }
+      continue;
+    }
     b.AddTensor(p + "ffn_gate.weight", {h, ff}, s.matrix_type);
     b.AddTensor(p + "ffn_up.weight", {h, ff}, s.matrix_type);
     b.AddTensor(p + "ffn_down.weight", {ff, h}, s.matrix_type);

@@ -38,8 +38,13 @@ WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_paramet
   const int64_t inter = c.intermediate_size, vocab = c.vocab_size;
   // Heads split by tp (KV heads replicated when fewer than tp); MLP rows and vocab rounded up.
   const ShardDims full{c.q_dim(), c.kv_dim(), inter, vocab};
-  const ShardDims rank{c.q_dim() / tp, int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim,
-                       (inter + tp - 1) / tp, (vocab + tp - 1) / tp};
+  // Every expert's (and the shared expert's) intermediate split like the MLP's.
+  const ShardDims rank{c.q_dim() / tp,
+                       int64_t{KvHeadsPerDevice(c, tp)} * c.head_dim,
+                       (inter + tp - 1) / tp,
+                       (vocab + tp - 1) / tp,
+                       (int64_t{c.moe.expert_intermediate} + tp - 1) / tp,
+                       (int64_t{c.moe.shared_expert_intermediate} + tp - 1) / tp};
   const ArchSpec& spec = GetArchSpec(c.arch);
 
   WeightsFootprint w;

@@ -180,6 +180,26 @@ TEST(ModelFootprintTest, WeightsFromShapes) {
   EXPECT_EQ(total.bytes_per_device, 251);  // rounded up
 }
 
+// A Qwen2-MoE-shaped layer: each rank holds ceil(30 / 4) = 8 columns of every expert and
+// ceil(50 / 4) = 13 of the shared expert (as the engine's shards, model/tensor_parallel_shard.h);
+// the router and the shared expert's gate are replicated.
+TEST(ModelFootprintTest, MixtureOfExpertsSplitsEveryExpert) {
+  ModelConfig c = Llama(64, 96, 1, 4, 4, 100, 512);  // head_dim 16
+  c.arch = Architecture::kQwen2Moe;
+  c.moe.num_experts = 4;
+  c.moe.num_experts_per_tok = 2;
+  c.moe.expert_intermediate = 30;
+  c.moe.shared_expert_intermediate = 50;
+  // Whole: embed + lm_head 12800; attention 2*64*64*2 + 2*64 = 16512; router 256, experts
+  // 4*3*30*64 = 23040, shared expert 3*50*64 + 64 = 9664; final norm 64.
+  const WeightsFootprint w = EstimateWeights(c, 4, 4);
+  EXPECT_EQ(w.num_parameters, 12800 + 16512 + 256 + 23040 + 9664 + 64);
+  // Rank: vocabulary 25 rows x2 = 3200; attention 2*16*64*2 + 128 = 4224; router 256, experts
+  // 4*3*8*64 = 6144, shared expert 3*13*64 + 64 = 2560; final norm 64.
+  EXPECT_EQ(w.num_parameters_per_device, 3200 + 4224 + 256 + 6144 + 2560 + 64);
+  EXPECT_EQ(w.bytes_per_device, 4 * w.num_parameters_per_device);
+}
+
 TEST(ModelFootprintTest, GpuActivationEstimate) {
   // T=2048, R=256, tp 4, bf16: 2048 x (3x8192 + (2x8192 + 3x28672)/4 + 2x256) x 2
   //   + 256 x (8192 x 2 + 2 x 128256 x 4)
