@@ -6,11 +6,13 @@
 #include <random>
 
 #include "base/cpu_features.h"
+#include "base/cpu_identity.h"
 #include "cli/bench_commands.h"
 #include "cli/engine_flags.h"
 #include "cli/vllm_compat_flags.h"
 #include "engine/model_session.h"
 #include "fmt/format.h"
+#include "kernels/kernel_tuning.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm::cli {
@@ -111,6 +113,8 @@ int RunLatency(const LatencyOptions& o) {
       {"threads", s.pool().num_threads()},
       {"tensor_parallel_size", o.tensor_parallel_size},
       {"simd", SimdLevelName(ActiveSimdLevel())},
+      {"cpu", CpuIdentityString()},
+      {"kernel_tuning", KernelTuningString(GetKernelTuning())},
       {"depth", o.depth},
       {"kv_cache_dtype", KvCacheDtypeName(s.kv().shape().dtype)},
       {"prompt_tokens", o.prompt_tokens},
@@ -129,6 +133,8 @@ int RunLatency(const LatencyOptions& o) {
     fmt::print("model {} ({:.1f} MiB), {} threads, {} kernels, depth {}\n", s.model().path,
                s.model().weights.total_bytes / 1048576.0, s.pool().num_threads(),
                SimdLevelName(ActiveSimdLevel()), o.depth);
+    fmt::print("cpu {}; kernel tuning {}\n", CpuIdentityString(),
+               KernelTuningString(GetKernelTuning()));
     if (!pp.empty())
       fmt::print("prefill pp{}: {:.2f} tokens/s (median of {})\n", o.prompt_tokens, pp_med,
                  pp.size());

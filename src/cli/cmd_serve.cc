@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include "base/cpu_features.h"
+#include "base/cpu_identity.h"
 #include "chat/chat_template.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -25,6 +27,7 @@
 #include "engine/async_engine.h"
 #include "engine/engine_core.h"
 #include "fmt/format.h"
+#include "kernels/kernel_tuning.h"
 #include "metrics/engine_metrics.h"
 #include "metrics/stats_logger.h"
 #include "nlohmann/json.hpp"
@@ -348,6 +351,8 @@ int RunServe(ServeOptions& o) {
       "tokens, {:.1f}x max concurrency at full length)",
       ec.model, sc.model_name(), report.max_model_len, report.num_blocks, ec.block_size,
       report.num_tokens, report.max_concurrency);
+  spdlog::info("CPU {}: {} kernels, {} ({})", CpuIdentityString(), SimdLevelName(ActiveSimdLevel()),
+               KernelTuningString(GetKernelTuning()), CpuFeaturesString());
   spdlog::info(
       "Routes: POST /v1/completions, POST /v1/chat/completions, POST /v1/embeddings, POST "
       "/invocations, GET /v1/models, POST /tokenize, POST /detokenize, GET /health, GET|POST "

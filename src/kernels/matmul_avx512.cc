@@ -25,6 +25,7 @@
 // in the same chunk/HSum order. Decode (TileBf16) and prefill (PanelTileBf16) both use it, so
 // batch invariance holds; results differ from the fp32-activation levels by the bf16
 // rounding of x.
+#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -47,7 +48,7 @@ constexpr int64_t kPanelBytes = 512 << 10;  // prefill: fp32 weight panel of a r
 constexpr int64_t kPanelCols = 2048;        // prefill: k range of a panel (multiple of kChunk)
 constexpr int kDecodeMaxTokens = 4;         // up to this many tokens use the decode order
 // Decode weight prefetch distance beyond the next row tile (see Tile).
-constexpr int64_t kPrefetchBytes = 4096;
+const int64_t kPrefetchBytes = GetKernelTuning().row_prefetch_bytes;
 
 template <DType kType>
 constexpr int64_t ElemBytes() {

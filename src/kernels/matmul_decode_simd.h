@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/matmul_decode_internal.h"
 
 namespace pagellm::kernels_internal {
@@ -168,7 +169,7 @@ inline void DecodeBlock32Simd(const uint8_t* p, int8_t* q, float* d, float* m) {
 // Weights are read once, row after row (rows are contiguous, one task streams a range of
 // them); each row is short (1-6 KiB), so the lines kPrefetchBytes ahead of the decoder are
 // requested explicitly to keep the stream going across row ends.
-constexpr int64_t kPrefetchBytes = 4096;
+inline const int64_t kPrefetchBytes = GetKernelTuning().row_prefetch_bytes;
 
 template <int64_t kBytes>
 inline void PrefetchAhead(const uint8_t* p) {

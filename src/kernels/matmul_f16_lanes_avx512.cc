@@ -13,6 +13,7 @@
 // later passes read the chunk from L1.
 #include <algorithm>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "kernels/simd_avx512.h"
@@ -26,7 +27,7 @@ constexpr int64_t kChunk = 512;  // as matmul_avx512.cc (the order's chunk)
 // groups (a task's groups are contiguous), as the packed quantized decode does; but into L2
 // only (prefetcht1), which keeps L1's miss buffers for the loads: F16 tg64 on a loaded bus,
 // alternating with prefetcht0, +3.1%, +1.8%, +3.0% (Q4_0 showed no gain, so it keeps t0).
-constexpr int64_t kPrefetchBytes = 64 << 10;
+const int64_t kPrefetchBytes = GetKernelTuning().f16_prefetch_bytes;
 
 // One chunk's steps [s0, s1) of a 16-row group for T tokens: leaves chain sums in p[t][j].
 // full: steps before s_full have all 16 k inside the row; the rest use x = 0 past cols, as the

@@ -13,6 +13,7 @@
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
 // prefill group, 16 rows x cols, is L1/L2-resident after the first tile).
+#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 // (simd_avx512.h first: it sets the diagnostics <immintrin.h> needs.)
 #include <algorithm>
@@ -28,7 +29,7 @@ namespace {
 // one-byte-per-weight panel swept by 8-token tiles ~50 (spills) or token by token ~70-85.
 constexpr int kTile = 4;
 // Software prefetch distance of the weight stream (as the Q4_0 kernels': matmul_quant_avx512.cc).
-constexpr int64_t kPrefetchBytes = 65536;
+const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
 
 inline int32_t LoadI32(const uint8_t* p) {
   int32_t v;

@@ -23,6 +23,7 @@
 // kernel plus the zero term; more tokens unpack a group into a per-thread panel that tiles of 8
 // tokens sweep. Matrices without a packed copy (tests, PAGELLM_PACKED_WEIGHTS=0) pack each group
 // into a per-thread buffer first.
+#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -46,7 +47,7 @@ constexpr int kT = kAvx512QuantTokenTile;   // tokens per panel tile
 constexpr int kDirectMaxTokens = 16;        // up to this many tokens stream the packed group
 // Software prefetch distance, as for Q4_0 (matmul_quant_avx512.cc): the lines land in L2; no
 // prefetch past the end of the task's rows.
-constexpr int64_t kPrefetchBytes = 65536;
+const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
 

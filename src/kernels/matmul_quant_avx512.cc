@@ -15,6 +15,7 @@
 // sweep (Panel). Both give the reference results bit for bit. With weights packed at load
 // (packed_weights.h), decode and verification (<= 16 tokens) stream the packed groups
 // (DirectPacked; Q4_0: DirectPackedQ4, two independent vpdpbusd chains per block).
+#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -41,7 +42,7 @@ constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many s
 // decode of Llama-3.2-1B on 2 threads, alternating in the same minutes: Q4_0 +1.4-7.9% in 7 of
 // 7 rounds, Q8_0 +1.1-2.4% in 3 of 3; 128 and 256 KiB no better. The prefetch stops at the end
 // of the task's rows (PrefetchAhead): Q4_0 decode +3-6% (5 quiet-bus rounds).
-constexpr int64_t kPrefetchBytes = 65536;
+const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
 

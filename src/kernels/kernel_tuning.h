@@ -1,0 +1,42 @@
+// Per-microarchitecture kernel parameters: choices that do not change any result (software
+// prefetch distances of the weight streams) but whose best value depends on the core and its
+// memory system, so they are picked per CPU (base/cpu_identity.h) from a table of measured
+// values instead of being compiled in once. Every value is output-neutral: a software prefetch
+// has no architectural effect, so results are bit-identical for any setting.
+//
+// The table (kernel_tuning.cc) says where each entry was measured; env PAGELLM_KERNEL_TUNING
+// ("quant_prefetch=32768,f16_prefetch=0,...") overrides single values for A/B runs. The choice
+// is fixed at start-up (read once, before the first kernel runs).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/cpu_identity.h"
+#include "pagellm/status.h"
+
+namespace pagellm {
+
+struct KernelTuning {
+  // Bytes ahead of the current read at which the packed quantized decode streams (Q4_0/Q8_0
+  // groups, K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches.
+  int64_t quant_prefetch_bytes = 65536;
+  // The same for F16/BF16 weights in the lane layout (prefetcht1: into L2 only).
+  int64_t f16_prefetch_bytes = 65536;
+  // The same for row-major float rows (fp32/f16 decode without packing, the AVX2 kernels).
+  int64_t row_prefetch_bytes = 4096;
+};
+
+// The table row of a microarchitecture.
+KernelTuning KernelTuningFor(CpuMicroarch microarch);
+// `base` with the comma-separated key=value pairs of `overrides` applied (keys: quant_prefetch,
+// f16_prefetch, row_prefetch; values in bytes, multiples of 64 in [0, 1 MiB]).
+StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string_view overrides);
+// This machine's: its microarch's row, then PAGELLM_KERNEL_TUNING (a malformed value is
+// reported once and ignored).
+const KernelTuning& GetKernelTuning();
+// "quant_prefetch=65536 f16_prefetch=65536 row_prefetch=4096".
+std::string KernelTuningString(const KernelTuning& t);
+
+}  // namespace pagellm

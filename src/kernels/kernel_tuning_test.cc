@@ -1,0 +1,44 @@
+#include "kernels/kernel_tuning.h"
+
+#include <gtest/gtest.h>
+
+namespace pagellm {
+namespace {
+
+TEST(KernelTuning, OverridesReplaceSingleValues) {
+  const KernelTuning base = KernelTuningFor(CpuMicroarch::kZen5);
+  auto t = ApplyKernelTuningOverrides(base, "quant_prefetch=16384,row_prefetch=0");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->quant_prefetch_bytes, 16384);
+  EXPECT_EQ(t->row_prefetch_bytes, 0);
+  EXPECT_EQ(t->f16_prefetch_bytes, base.f16_prefetch_bytes);
+  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 f16_prefetch=" +
+                                        std::to_string(base.f16_prefetch_bytes) +
+                                        " row_prefetch=0");
+  auto empty = ApplyKernelTuningOverrides(base, "");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->quant_prefetch_bytes, base.quant_prefetch_bytes);
+}
+
+TEST(KernelTuning, RejectsMalformedOverrides) {
+  const KernelTuning base;
+  for (const char* bad : {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100",
+                          "quant_prefetch=-64", "quant_prefetch=2097152", "prefetch=64",
+                          "f16_prefetch=64k"}) {
+    auto t = ApplyKernelTuningOverrides(base, bad);
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(KernelTuning, EveryMicroarchHasPositivePrefetchDistances) {
+  for (CpuMicroarch m : {CpuMicroarch::kOther, CpuMicroarch::kZen4, CpuMicroarch::kZen5,
+                         CpuMicroarch::kIntelAvx512}) {
+    const KernelTuning t = KernelTuningFor(m);
+    EXPECT_GT(t.quant_prefetch_bytes, 0) << CpuMicroarchName(m);
+    EXPECT_GT(t.f16_prefetch_bytes, 0) << CpuMicroarchName(m);
+    EXPECT_GT(t.row_prefetch_bytes, 0) << CpuMicroarchName(m);
+  }
+}
+
+}  // namespace
+}  // namespace pagellm
