@@ -25,7 +25,6 @@
 // in the same chunk/HSum order. Decode (TileBf16) and prefill (PanelTileBf16) both use it, so
 // batch invariance holds; results differ from the fp32-activation levels by the bf16
 // rounding of x.
-#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include <type_traits>
 
 #include "base/cpu_features.h"
+#include "kernels/kernel_tuning.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "pagellm/check.h"

@@ -13,11 +13,11 @@
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
 // prefill group, 16 rows x cols, is L1/L2-resident after the first tile).
-#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 // (simd_avx512.h first: it sets the diagnostics <immintrin.h> needs.)
 #include <algorithm>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/kquant_packed.h"
 #include "kernels/matmul_decode_internal.h"
 
@@ -197,18 +197,25 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
   __m512 acc[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  // The super-block's cache lines kPrefetchBytes ahead, a share before each of its 8 units:
+  // one burst of all 35-53 lines per super-block filled the miss queues and stalled on them
+  // (perf: 11% of Q4_K_M decode on the instruction after the burst, Zen 4).
+  const int64_t lines = (pl.sb_bytes + 63) / 64;
+  const int64_t lines_per_unit = (lines + 7) / 8;
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
-    if (stop - sb > kPrefetchBytes) {
-      for (int64_t i = 0; i < pl.sb_bytes; i += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), _MM_HINT_T0);
-      }
-    }
+    const bool prefetch = stop - sb > kPrefetchBytes;
     __m512i isum[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
+      if (prefetch) {
+        const int64_t end = std::min(lines, (j + 1) * lines_per_unit);
+        for (int64_t i = j * lines_per_unit; i < end; ++i) {
+          _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + 64 * i), _MM_HINT_T0);
+        }
+      }
       __m512i lo[4], hi[4], sc_lo, sc_hi;
       UnitCodes<kType>(sb, j, lo, hi);
       UnitScales<kType>(sb, pl, j, &sc_lo, &sc_hi);

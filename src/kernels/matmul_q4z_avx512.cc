@@ -23,7 +23,6 @@
 // kernel plus the zero term; more tokens unpack a group into a per-thread panel that tiles of 8
 // tokens sweep. Matrices without a packed copy (tests, PAGELLM_PACKED_WEIGHTS=0) pack each group
 // into a per-thread buffer first.
-#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "pagellm/check.h"

@@ -15,7 +15,6 @@
 // sweep (Panel). Both give the reference results bit for bit. With weights packed at load
 // (packed_weights.h), decode and verification (<= 16 tokens) stream the packed groups
 // (DirectPacked; Q4_0: DirectPackedQ4, two independent vpdpbusd chains per block).
-#include "kernels/kernel_tuning.h"
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include <cstring>
 #include <memory>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
