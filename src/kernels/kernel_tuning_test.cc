@@ -12,9 +12,9 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
   EXPECT_EQ(t->quant_prefetch_bytes, 16384);
   EXPECT_EQ(t->row_prefetch_bytes, 0);
   EXPECT_EQ(t->f16_prefetch_bytes, base.f16_prefetch_bytes);
-  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 f16_prefetch=" +
-                                        std::to_string(base.f16_prefetch_bytes) +
-                                        " row_prefetch=0");
+  EXPECT_EQ(KernelTuningString(*t),
+            "quant_prefetch=16384 f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
+                " row_prefetch=0");
   auto empty = ApplyKernelTuningOverrides(base, "");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->quant_prefetch_bytes, base.quant_prefetch_bytes);
@@ -22,9 +22,9 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
 
 TEST(KernelTuning, RejectsMalformedOverrides) {
   const KernelTuning base;
-  for (const char* bad : {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100",
-                          "quant_prefetch=-64", "quant_prefetch=2097152", "prefetch=64",
-                          "f16_prefetch=64k"}) {
+  for (const char* bad :
+       {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100", "quant_prefetch=-64",
+        "quant_prefetch=2097152", "prefetch=64", "f16_prefetch=64k"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }
