@@ -12,8 +12,7 @@
 
 namespace pagellm {
 
-CpuMicroarch ClassifyMicroarch(const std::string& vendor, int family, int model, bool avx512) {
-  (void)model;  // the families below are whole generations; models only name products
+CpuMicroarch ClassifyMicroarch(const std::string& vendor, int family, bool avx512) {
   if (vendor == "AuthenticAMD") {
     if (family == 0x1A) return CpuMicroarch::kZen5;
     // Family 0x19 is Zen 3 and Zen 4; only Zen 4 has AVX-512.
@@ -79,7 +78,7 @@ CpuIdentity ReadIdentity() {
     id.brand = Trim(brand);
   }
 #endif
-  id.microarch = ClassifyMicroarch(id.vendor, id.family, id.model, GetCpuFeatures().avx512);
+  id.microarch = ClassifyMicroarch(id.vendor, id.family, GetCpuFeatures().avx512);
   if (const char* env = std::getenv("PAGELLM_CPU_MICROARCH")) {
     for (CpuMicroarch m : {CpuMicroarch::kOther, CpuMicroarch::kZen4, CpuMicroarch::kZen5,
                            CpuMicroarch::kIntelAvx512}) {

@@ -28,8 +28,9 @@ struct CpuIdentity {
 // Read once (CPUID); the microarch can be forced with env PAGELLM_CPU_MICROARCH=zen4|zen5|
 // intel-avx512|other (A/B runs of the tuning table on one machine).
 const CpuIdentity& GetCpuIdentity();
-// Classifies a vendor / display family / model / AVX-512 presence (pure; tested).
-CpuMicroarch ClassifyMicroarch(const std::string& vendor, int family, int model, bool avx512);
+// Classifies a vendor / display family / AVX-512 presence (pure; tested). Families are whole
+// generations here; the model only names the product.
+CpuMicroarch ClassifyMicroarch(const std::string& vendor, int family, bool avx512);
 const char* CpuMicroarchName(CpuMicroarch m);
 // "zen4 (AuthenticAMD family 25 model 17 stepping 1: AMD EPYC ...)".
 std::string CpuIdentityString();
