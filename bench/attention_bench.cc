@@ -5,6 +5,10 @@
 //
 //   attention/<dtype>/depth<D>/tokens<T>/t<threads>   tokens/s of one layer's attention and
 //       GFLOP/s (4 x heads x head_dim per (query, visible position): QK^T and PV).
+//   decode/<dtype>/depth<D>/t<threads>   one decode token at depth D through the attention of
+//       16 layers, each with its own cache (a Llama-3.2-1B step's KV reads: 128 MiB of 16-bit
+//       rows at depth 4096, far beyond the caches): ms per token and the KV bytes read per
+//       second.
 //
 // Run: build/bench/attention_bench --benchmark_filter=<regex>; PAGELLM_SIMD=scalar caps the
 // SIMD level.
@@ -16,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "base/thread_pool.h"
 #include "kernels/kv_quant.h"
 #include "kernels/paged_attention.h"
@@ -92,6 +97,36 @@ void BM_PrefillAttention(benchmark::State& state, KvCacheDtype dtype, int depth,
       4.0 * kHeads * kHeadDim * visible * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 
+void BM_DecodeAttention(benchmark::State& state, KvCacheDtype dtype, int depth, int threads,
+                        bool huge_pages) {
+  constexpr int kLayers = 16;
+  std::vector<Case> layers;
+  std::vector<HugePageBuffer> huge;
+  for (int l = 0; l < kLayers; ++l) {
+    layers.push_back(MakeCase(dtype, depth, 1));
+    if (!huge_pages) continue;
+    // The same rows on 2 MiB pages (the engine's KV cache mapping, kv/kv_cache_storage.cc).
+    Case& c = layers.back();
+    for (std::vector<uint8_t>* rows : {&c.k, &c.v}) {
+      huge.emplace_back(rows->size());
+      std::copy(rows->begin(), rows->end(), huge.back().data());
+    }
+    c.view.k = huge[huge.size() - 2].data();
+    c.view.v = huge.back().data();
+  }
+  ThreadPool pool(threads);
+  for (Case& c : layers) PagedAttention(c.shape, c.q.data(), c.view, c.seqs, c.out.data(), &pool);
+  for (auto _ : state) {
+    for (Case& c : layers) {
+      PagedAttention(c.shape, c.q.data(), c.view, c.seqs, c.out.data(), &pool);
+      benchmark::DoNotOptimize(c.out.data());
+    }
+  }
+  const double kv_bytes = 2.0 * kLayers * (depth + 1) * kKvHeads * layers[0].view.row_bytes;
+  state.counters["KV GB/s"] =
+      benchmark::Counter(kv_bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+
 void Register() {
   const std::pair<KvCacheDtype, const char*> dtypes[] = {{KvCacheDtype::kFloat16, "f16"},
                                                          {KvCacheDtype::kBFloat16, "bf16"},
@@ -110,6 +145,19 @@ void Register() {
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime();
       }
+  for (const auto& [dtype, name] : dtypes)
+    for (int depth : {4096, 16384})
+      for (int threads : {1, 2})
+        for (bool huge_pages : {false, true})
+          benchmark::RegisterBenchmark(
+              ("decode/" + std::string(name) + "/depth" + std::to_string(depth) + "/t" +
+               std::to_string(threads) + (huge_pages ? "/huge" : "/4k"))
+                  .c_str(),
+              [=](benchmark::State& s) {
+                BM_DecodeAttention(s, dtype, depth, threads, huge_pages);
+              })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
 }
 
 }  // namespace

@@ -234,19 +234,17 @@ KvLayerView CpuOps::LayerView(int layer) const {
 
 void CpuOps::WriteKvSlot(int layer, int block, int slot, const float* k, const float* v) {
   const KvCacheDtype dtype = kv_->layer_dtype(layer);
-  const int64_t kvd = config_.kv_dim();
+  const int d = config_.head_dim;
   if (dtype == KvCacheDtype::kFloat32) {
-    std::copy_n(k, kvd, kv_->k_slot(layer, block, slot));
-    std::copy_n(v, kvd, kv_->v_slot(layer, block, slot));
+    for (int h = 0; h < config_.num_kv_heads; ++h) {
+      std::copy_n(k + int64_t{h} * d, d, kv_->k_row(layer, block, slot, h));
+      std::copy_n(v + int64_t{h} * d, d, kv_->v_row(layer, block, slot, h));
+    }
     return;
   }
   // Quantise on write, one (token, head) row at a time (kernels/kv_quant.h).
-  const int d = config_.head_dim;
-  const int64_t row = kv_->row_bytes(layer);
   const bool rotate = KvRowsRotated(dtype, d);
   const bool smoothed = kv_->k_smoothed(layer);
-  uint8_t* kd = kv_->k_slot_bytes(layer, block, slot);
-  uint8_t* vd = kv_->v_slot_bytes(layer, block, slot);
   rot_.resize(d);
   for (int h = 0; h < config_.num_kv_heads; ++h) {
     for (int kvi = 0; kvi < 2; ++kvi) {
@@ -264,7 +262,8 @@ void CpuOps::WriteKvSlot(int layer, int block, int slot, const float* k, const f
         src = rot_.data();
       }
       QuantizeKvRow(dtype, src, d, kvi == 0 ? kv_->k_scale(layer) : kv_->v_scale(layer),
-                    (kvi == 0 ? kd : vd) + h * row);
+                    kvi == 0 ? kv_->k_row_bytes(layer, block, slot, h)
+                             : kv_->v_row_bytes(layer, block, slot, h));
     }
   }
 }

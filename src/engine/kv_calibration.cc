@@ -135,21 +135,26 @@ StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tok
   std::vector<float> c(kvd), s(kvd);
   for (int l = 0; l < shape.num_layers; ++l) {
     const KvCacheDtype dtype = kv->layer_dtype(l);
-    auto k_row = [&](int p) { return fkv.k_slot(l, table[p / 16], p % 16); };
-    auto v_row = [&](int p) { return fkv.v_slot(l, table[p / 16], p % 16); };
+    // Element i of the [heads][d] K / V of position p.
+    auto k_at = [&](int p, int64_t i) {
+      return fkv.k_row(l, table[p / 16], p % 16, static_cast<int>(i / d))[i % d];
+    };
+    auto v_at = [&](int p, int64_t i) {
+      return fkv.v_row(l, table[p / 16], p % 16, static_cast<int>(i / d))[i % d];
+    };
     const bool smooth = smooth_layer[l] != 0;
     std::fill(sum.begin(), sum.end(), 0.0);
     std::fill(c.begin(), c.end(), 0.0f);
     std::fill(s.begin(), s.end(), 1.0f);
     if (smooth) {
       for (int p = 0; p < n; ++p)
-        for (int64_t i = 0; i < kvd; ++i) sum[i] += k_row(p)[i];
+        for (int64_t i = 0; i < kvd; ++i) sum[i] += k_at(p, i);
       for (int64_t i = 0; i < kvd; ++i) c[i] = static_cast<float>(sum[i] / n);
     }
     if (smooth && KvDtypeUsesKRangeSmoothing(dtype)) {
       std::fill(s.begin(), s.end(), 0.0f);
       for (int p = 0; p < n; ++p)
-        for (int64_t i = 0; i < kvd; ++i) s[i] = std::max(s[i], std::fabs(k_row(p)[i] - c[i]));
+        for (int64_t i = 0; i < kvd; ++i) s[i] = std::max(s[i], std::fabs(k_at(p, i) - c[i]));
       // Floor each head's ranges so that near-constant channels never divide by ~0.
       for (int h = 0; h < heads; ++h) {
         float* sh = s.data() + int64_t{h} * d;
@@ -168,8 +173,8 @@ StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tok
       float km = 0.0f, vm = 0.0f;
       for (int p = 0; p < n; ++p)
         for (int64_t i = 0; i < kvd; ++i) {
-          km = std::max(km, std::fabs(k_row(p)[i] - c[i]));
-          vm = std::max(vm, std::fabs(v_row(p)[i]));
+          km = std::max(km, std::fabs(k_at(p, i) - c[i]));
+          vm = std::max(vm, std::fabs(v_at(p, i)));
         }
       cal.k_scale[l] = ckpt_k(l) > 0 ? ckpt_k(l) : km > 0 ? km / kFp8E4m3Max : 1.0f;
       cal.v_scale[l] = ckpt_v(l) > 0 ? ckpt_v(l) : vm > 0 ? vm / kFp8E4m3Max : 1.0f;

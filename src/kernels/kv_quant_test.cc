@@ -207,17 +207,17 @@ TEST(KvCacheStorageTest, LayoutCopyAndPoisonForEveryFormat) {
     std::vector<float> x(32), y(32);
     for (int i = 0; i < 32; ++i) x[i] = 0.1f * i - 1;
     // Write (layer 2, block 3, slot 1, head 1), copy block 3 -> block 2 of b.
-    uint8_t* dst = a->k_slot_bytes(2, 3, 1) + a->row_bytes(2);
+    uint8_t* dst = a->k_row_bytes(2, 3, 1, 1);
     QuantizeKvRow(dt, x.data(), 32, 1.0f, dst);
     b->CopyBlockFrom(*a, 3, 2);
-    DequantizeKvRow(dt, b->k_slot_bytes(2, 2, 1) + b->row_bytes(2), 32, 1.0f, y.data());
+    DequantizeKvRow(dt, b->k_row_bytes(2, 2, 1, 1), 32, 1.0f, y.data());
     std::vector<float> want(32);
     DequantizeKvRow(dt, dst, 32, 1.0f, want.data());
     for (int i = 0; i < 32; ++i) EXPECT_EQ(y[i], want[i]) << KvCacheDtypeName(dt);
     // Unwritten rows of the copied block stay poisoned (NaN on decode).
-    DequantizeKvRow(dt, b->k_slot_bytes(2, 2, 0), 32, 1.0f, y.data());
+    DequantizeKvRow(dt, b->k_row_bytes(2, 2, 0, 0), 32, 1.0f, y.data());
     EXPECT_TRUE(std::isnan(y[0])) << KvCacheDtypeName(dt);
-    DequantizeKvRow(dt, b->v_slot_bytes(2, 2, 1) + b->row_bytes(2), 32, 1.0f, y.data());
+    DequantizeKvRow(dt, b->v_row_bytes(2, 2, 1, 1), 32, 1.0f, y.data());
     EXPECT_TRUE(std::isnan(y[5])) << KvCacheDtypeName(dt);
   }
   KvCacheShape bad;

@@ -40,7 +40,7 @@ struct AttentionShape {
 // thread busy even with few KV heads.
 inline constexpr int kAttentionChunk = 512;
 
-// One layer of the cache as stored: K and V each [num_blocks][block_size][num_kv_heads] rows
+// One layer of the cache as stored: K and V each [num_blocks][num_kv_heads][block_size] rows
 // of row_bytes bytes in `dtype` (canonical: kFp8 already mapped to kFp8E4m3).
 struct KvLayerView {
   KvCacheDtype dtype = KvCacheDtype::kFloat32;
@@ -56,16 +56,16 @@ struct KvLayerView {
   const float* k_smooth = nullptr;
 
   // Byte offset, within k or v, of the row of position `pos` for `kv_head`: the position's
-  // block comes from the sequence's block table, rows are [block][slot][kv_head].
+  // block comes from the sequence's block table, rows are [block][kv_head][slot]
+  // (kv/kv_cache_storage.h).
   int64_t RowOffset(const AttentionShape& s, const int32_t* block_table, int pos,
                     int kv_head) const {
-    const int64_t slot =
-        int64_t{block_table[pos / s.block_size]} * s.block_size + pos % s.block_size;
-    return (slot * s.num_kv_heads + kv_head) * row_bytes;
+    const int64_t head_run = int64_t{block_table[pos / s.block_size]} * s.num_kv_heads + kv_head;
+    return (head_run * s.block_size + pos % s.block_size) * row_bytes;
   }
 };
 
-// A float32 cache ([num_blocks][block_size][num_kv_heads][head_dim] floats).
+// A float32 cache ([num_blocks][num_kv_heads][block_size][head_dim] floats).
 KvLayerView FloatKvView(const AttentionShape& shape, const float* k_cache, const float* v_cache);
 
 // q:   [total_tokens][num_heads][head_dim], already RoPE-rotated.

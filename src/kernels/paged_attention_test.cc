@@ -133,8 +133,8 @@ struct Fixture {
       vl[vl.size() / 2] *= -8;
       std::vector<double> kd(kl.size()), vd(kl.size());
       for (int p = 0; p < len; ++p) {
-        const size_t slot =
-            static_cast<size_t>(table[p / s.block_size]) * s.block_size + p % s.block_size;
+        const size_t block = static_cast<size_t>(table[p / s.block_size]);
+        const size_t slot = p % s.block_size;
         for (int h = 0; h < heads; ++h) {
           const size_t off = (static_cast<size_t>(p) * heads + h) * d;
           for (int kv = 0; kv < 2; ++kv) {
@@ -147,7 +147,8 @@ struct Fixture {
               for (int x = 0; x < d; ++x)
                 tmp[x] = (tmp[x] - k_offset[h * d + x]) / k_smooth[h * d + x];
             if (rotated) HadamardRotate(tmp.data(), d);
-            uint8_t* dst = (kv == 0 ? k_cache : v_cache).data() + (slot * heads + h) * row_bytes;
+            uint8_t* dst = (kv == 0 ? k_cache : v_cache).data() +
+                           ((block * heads + h) * s.block_size + slot) * row_bytes;
             QuantizeKvRow(dtype, tmp.data(), d, sc, dst);
             DequantizeKvRow(dtype, dst, d, sc, dec.data());
             for (int x = 0; x < d; ++x) decoded[off + x] = dec[x];

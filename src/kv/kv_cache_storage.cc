@@ -174,13 +174,13 @@ const float* KvCacheStorage::v(int layer) const {
   CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
   return reinterpret_cast<const float*>(v_bytes(layer));
 }
-float* KvCacheStorage::k_slot(int layer, int block, int slot) {
-  return k(layer) +
-         (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * shape_.head_dim;
+float* KvCacheStorage::k_row(int layer, int block, int slot, int kv_head) {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<float*>(k_row_bytes(layer, block, slot, kv_head));
 }
-float* KvCacheStorage::v_slot(int layer, int block, int slot) {
-  return v(layer) +
-         (int64_t{block} * shape_.block_size + slot) * shape_.num_kv_heads * shape_.head_dim;
+float* KvCacheStorage::v_row(int layer, int block, int slot, int kv_head) {
+  CHECK(layer_dtype_[layer] == KvCacheDtype::kFloat32) << "float view of a quantised KV layer";
+  return reinterpret_cast<float*>(v_row_bytes(layer, block, slot, kv_head));
 }
 
 Status ApplyKvCalibration(const KvCalibration& cal, int kv_head_begin, KvCacheStorage* kv) {
