@@ -148,8 +148,10 @@ void AttendAvx2(const AttendArgs& a) {
     const int rows = std::min(kTile, max_end - j0);
     PrefetchKvRows(s, kv, a.block_table, j0 + kTile, std::min(kTile, max_end - (j0 + kTile)),
                    a.kv_head);
+    int64_t offsets[kTile];
+    TileRowOffsets(s, kv, a.block_table, j0, rows, a.kv_head, offsets);
     for (int j = 0; j < rows; ++j) {
-      const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
+      const int64_t off = offsets[j];
       if (direct) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
         vrow[j] = reinterpret_cast<const float*>(kv.v + off);

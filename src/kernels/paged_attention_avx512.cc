@@ -335,8 +335,10 @@ void AttendAvx512(const AttendArgs& a) {
     const int rows = std::min(kTile, max_end - j0);
     PrefetchKvRows(s, kv, a.block_table, j0 + kTile, std::min(kTile, max_end - (j0 + kTile)),
                    a.kv_head);
+    int64_t offsets[kTile];
+    TileRowOffsets(s, kv, a.block_table, j0, rows, a.kv_head, offsets);
     for (int j = 0; j < rows; ++j) {
-      const int64_t off = kv.RowOffset(s, a.block_table, j0 + j, a.kv_head);
+      const int64_t off = offsets[j];
       if (direct) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
         vrow[j] = reinterpret_cast<const float*>(kv.v + off);
@@ -436,9 +438,11 @@ void AttendAvx512(const AttendArgs& a) {
         sc = _mm512_mask_mov_ps(neg_inf, valid, sc);
         const float mx = std::max(aq.m[g], _mm512_reduce_max_ps(sc));
         const __m512 e = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sc, _mm512_set1_ps(mx))));
-        const float corr = aq.m[g] == -std::numeric_limits<float>::infinity()
-                               ? 0.0f
-                               : _mm512_cvtss_f32(Exp(_mm512_set1_ps(aq.m[g] - mx)));
+        // Once the running max has settled most tiles leave it unchanged: the correction is
+        // then Exp(0), exactly 1 (n = 0, r = 0, p(0) = 1, 2^0), so skip the polynomial.
+        const float corr = aq.m[g] == -std::numeric_limits<float>::infinity() ? 0.0f
+                           : aq.m[g] == mx                                    ? 1.0f
+                                           : _mm512_cvtss_f32(Exp(_mm512_set1_ps(aq.m[g] - mx)));
         aq.l[g] = aq.l[g] * corr + kernels_internal::avx512::HSum(e);
         aq.m[g] = mx;
         // Integer V: weights p_j s_j on the codes, plus sum_j p_j z_j on every channel.

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -478,6 +479,38 @@ TEST(PagedAttentionTest, FloatConvenienceOverloadsAgree) {
                        reinterpret_cast<const float*>(f.v_cache.data()), f.chunks, b.data(), &pool);
   const std::vector<float> want_scalar = f.Run(SimdLevel::kScalar, &pool);
   ASSERT_EQ(0, std::memcmp(b.data(), want_scalar.data(), b.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace pagellm
+
+namespace pagellm {
+namespace {
+
+TEST(PagedAttentionTest, TileRowOffsetsEqualRowOffsetAcrossBlockBoundaries) {
+  std::mt19937 rng(11);
+  for (int block_size : {1, 3, 16, 32, 256}) {
+    AttentionShape s;
+    s.num_heads = 8;
+    s.num_kv_heads = 4;
+    s.head_dim = 32;
+    s.block_size = block_size;
+    KvLayerView kv;
+    kv.row_bytes = 72;
+    std::vector<int32_t> table(2048 / block_size + 2);
+    std::iota(table.begin(), table.end(), 1);
+    std::shuffle(table.begin(), table.end(), rng);
+    for (int trial = 0; trial < 200; ++trial) {
+      const int first = static_cast<int>(rng() % 1500);
+      const int n = 1 + static_cast<int>(rng() % 16);
+      const int head = static_cast<int>(rng() % 4);
+      int64_t offsets[16];
+      attention_internal::TileRowOffsets(s, kv, table.data(), first, n, head, offsets);
+      for (int j = 0; j < n; ++j)
+        ASSERT_EQ(offsets[j], kv.RowOffset(s, table.data(), first + j, head))
+            << "block size " << block_size << " position " << first + j;
+    }
+  }
 }
 
 }  // namespace
