@@ -7,7 +7,12 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <thread>
+
+#include "backend/tensor_parallel_backend.h"
+#include "dist/local_communicator.h"
 #include "engine/engine_core.h"
+#include "fmt/format.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm {
@@ -67,6 +72,74 @@ TEST(PlanEngineAgreementTest, BlockCountsMatchOnFiveConfigurations) {
     EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks) << c.flags;
     EXPECT_EQ(j["kv_bytes_per_token"].get<int64_t>(), (*core)->kv_report().kv_bytes_per_token);
     EXPECT_EQ((*core)->stats().num_usable_blocks, (*core)->kv_report().num_blocks);
+  }
+}
+
+// Split across ranks (threads here, rank 0 running the engine), `pagellm plan -tp N -pp M`
+// plans per device: a rank's KV heads of its stage's layers per block, the largest rank's
+// weights, and the block count every rank allocates. KV budgets per device, in three formats.
+TEST(PlanEngineAgreementTest, TensorAndPipelineParallelBlocksMatchPerDevice) {
+  if (!fs::exists(kModel + "/model.safetensors")) GTEST_SKIP() << "shared assets absent";
+  struct Case {
+    std::string flags;
+    int64_t kv_bytes;
+    KvCacheDtype dtype;
+    std::vector<int> skip;
+    int largest_stage;  // at PP 2 (layers [0, 3) and [3, 5)): the stage with the most KV bytes
+  };
+  const std::vector<Case> cases = {
+      {"--kv-cache-memory 1MiB", 1 << 20, KvCacheDtype::kAuto, {}, 0},
+      {"--kv-cache-memory 3000000 --kv-cache-dtype int8", 3000000, KvCacheDtype::kInt8, {}, 0},
+      // Layer 4 kept in float32 makes stage 1's two layers the larger block.
+      {"--kv-cache-memory 1MiB --kv-cache-dtype int4 --kv-cache-dtype-skip-layers 4",
+       1 << 20,
+       KvCacheDtype::kInt4,
+       {4},
+       1}};
+  for (const auto& [tp, pp] : {std::pair{1, 1}, {2, 1}, {4, 1}, {1, 2}, {2, 2}}) {
+    for (const Case& k : cases) {
+      SCOPED_TRACE(fmt::format("TP {} x PP {}: {}", tp, pp, k.flags));
+      const int ranks = tp * pp;
+      auto comms = CreateLocalGroup(ranks, std::chrono::milliseconds(60000));
+      std::vector<std::thread> workers;
+      for (int r = 1; r < ranks; ++r)
+        workers.emplace_back([&, r] { EXPECT_TRUE(RunTensorParallelWorker(*comms[r]).ok()); });
+      {
+        EngineConfig c;
+        c.model = kModel;
+        c.threads = 1;
+        c.kv_cache_memory = k.kv_bytes;
+        c.kv_cache_dtype = k.dtype;
+        c.kv_cache_dtype_skip_layers = k.skip;
+        c.tensor_parallel_size = tp;
+        c.pipeline_parallel_size = pp;
+        c.tensor_parallel_group = comms[0].get();
+        auto core = EngineCore::Create(c);
+        ASSERT_TRUE(core.ok()) << core.status().ToString();
+        const std::string out =
+            RunCommand(fmt::format("{} plan --model {} {} -tp {} -pp {} --json 2>/dev/null",
+                                   PAGELLM_BINARY, kModel, k.flags, tp, pp));
+        nlohmann::json j = nlohmann::json::parse(out, nullptr, false);
+        ASSERT_FALSE(j.is_discarded()) << out;
+        EXPECT_EQ(j["num_blocks"].get<int64_t>(), (*core)->kv_report().num_blocks);
+        EXPECT_EQ(j["weights_bytes_per_device"].get<int64_t>(),
+                  (*core)->kv_report().weights_bytes_per_device);
+        // Rank 0's allocation: the plan's blocks; of the plan's per-device size when stage 0
+        // is the largest (else smaller: the plan's size is the largest stage's).
+        const KvCacheShape& mine = (*core)->local_kv_shape();
+        EXPECT_EQ(mine.num_blocks, j["num_blocks_allocated"].get<int64_t>());
+        EXPECT_EQ(mine.num_kv_heads, j["kv_heads_per_device"].get<int>());
+        if (pp == 1 || k.largest_stage == 0) {
+          EXPECT_EQ(mine.bytes_per_block(), j["kv_bytes_per_block"].get<int64_t>());
+          EXPECT_EQ(mine.num_layers, j["kv_layers_per_device"].get<int>());
+        } else {
+          EXPECT_LT(mine.bytes_per_block(), j["kv_bytes_per_block"].get<int64_t>());
+          EXPECT_EQ(j["kv_layers_per_device"].get<int>(), 2);
+        }
+      }
+      EXPECT_TRUE(ShutDownTensorParallelWorkers(*comms[0]).ok());
+      for (std::thread& t : workers) t.join();
+    }
   }
 }
 

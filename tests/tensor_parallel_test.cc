@@ -8,6 +8,12 @@
 // mixture-of-experts models (Mixtral, Qwen3-MoE, Qwen2-MoE with its shared expert: every
 // expert's columns split) and, with greedy ids only, for quantised KV caches (int8, int4, fp8)
 // whose calibration every rank takes its heads' part of.
+//
+// Pipeline parallelism runs here too: PP 2 (and 3, 4) and TP 2 x PP 2 worlds of threads, layers
+// split as vLLM splits them or by an explicit partition, steps cut into micro-batches (every
+// step of two or more sequences, with a micro-batch threshold of one token, as well as the
+// default rule). PP alone equals TP 1 bit for bit (the stages hand over exact float32 hidden
+// states and the kernels are batch-invariant); TP 2 x PP 2 within 1e-5 as TP 2.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,9 +26,11 @@
 #include <vector>
 
 #include "backend/backend_factory.h"
+#include "backend/rank_placement.h"
 #include "backend/tensor_parallel_backend.h"
 #include "backend/tensor_parallel_messages.h"
 #include "dist/local_communicator.h"
+#include "fmt/ranges.h"
 #include "model/model_weights.h"
 #include "model/test_file_writers.h"
 
@@ -123,16 +131,20 @@ StatusOr<Run> RunWhole(const LoadedModel& model, const KvOptions& kv = {}) {
   return run;
 }
 
-// The same on `tp` ranks (threads); the workers' results are checked too.
-StatusOr<Run> RunSplit(const LoadedModel& model, int tp, const KvOptions& kv = {}) {
-  auto comms = CreateLocalGroup(tp, std::chrono::milliseconds(60000));
-  std::vector<Status> worker_status(tp);
+// The same on `tp` x `pipeline.pipeline_parallel_size` ranks (threads); the workers' results are
+// checked too.
+StatusOr<Run> RunSplit(const LoadedModel& model, int tp, const KvOptions& kv = {},
+                       const PipelineOptions& pipeline = {}) {
+  const int ranks = tp * pipeline.pipeline_parallel_size;
+  auto comms = CreateLocalGroup(ranks, std::chrono::milliseconds(60000));
+  std::vector<Status> worker_status(ranks);
   std::vector<std::thread> workers;
-  for (int r = 1; r < tp; ++r)
+  for (int r = 1; r < ranks; ++r)
     workers.emplace_back([&, r] { worker_status[r] = RunTensorParallelWorker(*comms[r]); });
   StatusOr<Run> result = [&]() -> StatusOr<Run> {
     BackendOptions options(nullptr, 64);
     options.tensor_parallel_group = comms[0].get();
+    options.pipeline = pipeline;
     ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, CreateBackend(model, options));
     RETURN_IF_ERROR(PrepareKv(*b, model.config, kv));
     Run run;
@@ -141,15 +153,38 @@ StatusOr<Run> RunSplit(const LoadedModel& model, int tp, const KvOptions& kv = {
   }();
   EXPECT_TRUE(ShutDownTensorParallelWorkers(*comms[0]).ok());
   for (std::thread& t : workers) t.join();
-  for (int r = 1; r < tp; ++r) EXPECT_TRUE(worker_status[r].ok()) << worker_status[r].ToString();
+  for (int r = 1; r < ranks; ++r) EXPECT_TRUE(worker_status[r].ok()) << worker_status[r].ToString();
   return result;
+}
+
+// A split of the ranks: tp per stage, pp stages (layers per stage and micro-batch rule in
+// `pipeline`).
+struct Split {
+  int tp = 1;
+  PipelineOptions pipeline;
+  std::string Name() const {
+    return fmt::format("TP {} x PP {}{}{}", tp, pipeline.pipeline_parallel_size,
+                       pipeline.layer_partition.empty()
+                           ? ""
+                           : fmt::format(" layers {}", fmt::join(pipeline.layer_partition, ",")),
+                       pipeline.min_micro_batch_tokens == 1 ? " (every step micro-batched)" : "");
+  }
+};
+
+Split Pp(int pp, int tp = 1, int min_tokens = 1, std::vector<int> partition = {}) {
+  Split s;
+  s.tp = tp;
+  s.pipeline.pipeline_parallel_size = pp;
+  s.pipeline.min_micro_batch_tokens = min_tokens;
+  s.pipeline.layer_partition = std::move(partition);
+  return s;
 }
 
 // `logit_tolerance` relative to each row's largest magnitude; a quantised KV cache may round
 // a K or V element of the split differently from one rank (its inputs differ in the last bits)
 // and is checked on the greedy ids (and a loose tolerance) instead.
-void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
-                        const KvOptions& kv = {}, float logit_tolerance = 1e-5f) {
+void ExpectSplitsMatch(const std::string& path, const std::vector<Split>& splits,
+                       const KvOptions& kv = {}, float logit_tolerance = 1e-5f) {
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto whole = RunWhole(**model, kv);
@@ -161,9 +196,10 @@ void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
     ASSERT_EQ(0, std::memcmp(whole->logits[s].data(), whole_again->logits[s].data(),
                              whole->logits[s].size() * sizeof(float)))
         << "TP 1 step " << s;
-  for (int tp : sizes) {
-    SCOPED_TRACE(fmt::format("{} at TP {}", path, tp));
-    auto split = RunSplit(**model, tp, kv);
+  for (const Split& sp : splits) {
+    const int tp = sp.tp;
+    SCOPED_TRACE(fmt::format("{} at {}", path, sp.Name()));
+    auto split = RunSplit(**model, tp, kv, sp.pipeline);
     ASSERT_TRUE(split.ok()) << split.status().ToString();
     EXPECT_EQ(split->ids[0], whole->ids[0]);
     EXPECT_EQ(split->ids[1], whole->ids[1]);
@@ -173,6 +209,10 @@ void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
       const std::vector<float>& a = split->logits[s];
       const std::vector<float>& w = whole->logits[s];
       ASSERT_EQ(a.size(), w.size());
+      // Stages alone split no sum: the very same bits as one rank.
+      if (tp == 1) {
+        ASSERT_EQ(0, std::memcmp(a.data(), w.data(), w.size() * sizeof(float))) << "step " << s;
+      }
       for (size_t row = 0; row < w.size() / vocab; ++row) {
         float scale = 0.0f;
         for (int32_t i = 0; i < vocab; ++i) scale = std::max(scale, std::fabs(w[row * vocab + i]));
@@ -182,13 +222,20 @@ void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
       }
     }
     // Bitwise repeatable: the reduction order is fixed.
-    auto again = RunSplit(**model, tp, kv);
+    auto again = RunSplit(**model, tp, kv, sp.pipeline);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
     for (size_t s = 0; s < split->logits.size(); ++s)
       ASSERT_EQ(0, std::memcmp(split->logits[s].data(), again->logits[s].data(),
                                split->logits[s].size() * sizeof(float)))
           << "step " << s;
   }
+}
+
+void ExpectSplitMatches(const std::string& path, const std::vector<int>& sizes,
+                        const KvOptions& kv = {}, float logit_tolerance = 1e-5f) {
+  std::vector<Split> splits;
+  for (int tp : sizes) splits.push_back(Split{tp, {}});
+  ExpectSplitsMatch(path, splits, kv, logit_tolerance);
 }
 
 TinyModelSpec Synthetic(uint32_t matrix_type) {
@@ -369,11 +416,136 @@ TEST(TensorParallel, KvCalibrationAppliesTheRanksHeads) {
   EXPECT_EQ(round->v_scale, cal.v_scale);
 }
 
+// Three layers: PP 2 splits them 2 + 1 (vLLM's rule), PP 3 one each.
+TinyModelSpec Synthetic3(uint32_t matrix_type) {
+  TinyModelSpec s = Synthetic(matrix_type);
+  s.layers = 3;
+  return s;
+}
+
+TEST(PipelineParallel, SyntheticMatchesOneRankBitwise) {
+  testing::TempDir dir;
+  ExpectSplitsMatch(dir.Write("m.gguf", testing::TinyGguf(Synthetic3(testing::kGgmlF32)).Build()),
+                    {Pp(2), Pp(3), Pp(2, 1, kDefaultMinMicroBatchTokens), Pp(2, 1, 1, {1, 2}),
+                     Pp(2, 2), Pp(2, 2, kDefaultMinMicroBatchTokens)});
+  ExpectSplitsMatch(dir.Write("f16.gguf", testing::TinyGguf(Synthetic3(testing::kGgmlF16)).Build()),
+                    {Pp(2), Pp(2, 2)});
+}
+
+// stories260K and babyllama (5 layers: 3 + 2 at PP 2, 1 + 1 + 2 + 1 at PP 4; tied embeddings, so
+// the last stage holds the table for lm_head); the Q5_0 GGUF (2 layers, untied).
+TEST(PipelineParallel, SharedModelsMatchOneRank) {
+  const std::string shared = PAGELLM_SHARED_DIR;
+  if (!std::filesystem::exists(shared + "/models")) GTEST_SKIP() << "no ../shared";
+  ExpectSplitsMatch(shared + "/models/stories260K", {Pp(2), Pp(4), Pp(2, 2), Pp(2, 4)});
+  ExpectSplitsMatch(shared + "/models/babyllama-tok105", {Pp(2), Pp(2, 2)});
+  ExpectSplitsMatch(shared + "/models/kquant-ref/kquant-ref-Q5_0.gguf", {Pp(2), Pp(2, 2)});
+}
+
+TEST(PipelineParallel, MixtureOfExpertsMatchesOneRank) {
+  testing::TempDir dir;
+  TinyModelSpec s = SyntheticMoe(testing::kGgmlF32);
+  s.attention_bias = true;
+  s.shared_intermediate = 48;
+  ExpectSplitsMatch(dir.Write("qwen2moe.gguf", testing::TinyGguf(s).Build()), {Pp(2), Pp(2, 2)});
+}
+
+// Every rank keeps its stage's layers of the calibration (and its heads of them).
+TEST(PipelineParallel, QuantizedKvCachesMatchOneRank) {
+  testing::TempDir dir;
+  const std::string path =
+      dir.Write("m.gguf", testing::TinyGguf(Synthetic3(testing::kGgmlF32)).Build());
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  for (const KvCacheDtype dtype : {KvCacheDtype::kInt8, KvCacheDtype::kFp8E4m3}) {
+    SCOPED_TRACE(KvCacheDtypeName(dtype));
+    const KvCalibration cal =
+        DistinctCalibration((*model)->config, dtype == KvCacheDtype::kFp8E4m3);
+    ExpectSplitsMatch(path, {Pp(2), Pp(2, 2)}, {dtype, &cal}, 1e-2f);
+  }
+}
+
+// What each rank holds: the weight bytes the planner counts without cutting the matrices equal
+// those of the rank's model, and the KV shape keeps the stage's layers (skip layers renumbered).
+TEST(PipelineParallel, RankPlacementAndWeightBytes) {
+  testing::TempDir dir;
+  TinyModelSpec spec = SyntheticMoe(testing::kGgmlF32);
+  spec.layers = 3;
+  spec.attention_bias = true;  // Qwen2-MoE, with its shared expert
+  spec.shared_intermediate = 48;
+  for (const bool tied : {false, true}) {
+    spec.tied = tied;
+    auto model = LoadModel(dir.Write(tied ? "t.gguf" : "u.gguf", testing::TinyGguf(spec).Build()));
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    for (const auto& [tp, pp] : {std::pair{1, 2}, {2, 2}, {1, 3}, {4, 1}, {2, 3}}) {
+      for (int r = 0; r < tp * pp; ++r) {
+        auto p = PlaceRank((*model)->config, r, tp, pp, {});
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        EXPECT_EQ(p->stage.stage, r / tp);
+        EXPECT_EQ(p->shard.rank, r % tp);
+        std::unique_ptr<LoadedModel> stage;
+        auto part = RankModel(**model, *p, &stage);
+        ASSERT_TRUE(part.ok()) << part.status().ToString();
+        EXPECT_EQ(RankWeightBytes(**model, *p), (*part)->weights.total_bytes)
+            << "tp " << tp << " pp " << pp << " rank " << r << (tied ? " tied" : "");
+        EXPECT_EQ((*part)->weights.layer_begin, p->stage.layer_begin);
+        EXPECT_EQ(static_cast<int>((*part)->weights.layers.size()), p->stage.num_layers());
+        EXPECT_EQ((*part)->weights.embed.data != nullptr,
+                  p->stage.first() || (p->stage.last() && tied));
+        EXPECT_EQ((*part)->weights.lm_head.data != nullptr, p->stage.last());
+      }
+    }
+  }
+  KvCacheShape whole;
+  whole.num_layers = 5;
+  whole.num_kv_heads = 4;
+  whole.head_dim = 8;
+  whole.num_blocks = 9;
+  whole.skip_layers = {0, 3, 4};
+  ModelConfig c;
+  c.num_layers = 5;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.head_dim = 8;
+  c.hidden_size = 64;
+  c.intermediate_size = 128;
+  c.vocab_size = 100;
+  auto p = PlaceRank(c, 3, 2, 2, {});  // stage 1 (layers 3, 4), TP rank 1
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto s = RankKvShape(whole, *p);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->num_layers, 2);
+  EXPECT_EQ(s->num_kv_heads, 2);
+  EXPECT_EQ(s->num_blocks, 9);
+  EXPECT_EQ(s->skip_layers, (std::vector<int>{0, 1}));
+  whole.layer_group = {0, 0, 0, 0, 1};
+  EXPECT_EQ(RankKvShape(whole, *p).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PipelineParallel, BadPartitionsAreErrors) {
+  testing::TempDir dir;
+  auto model =
+      LoadModel(dir.Write("m.gguf", testing::TinyGguf(Synthetic3(testing::kGgmlF32)).Build()));
+  ASSERT_TRUE(model.ok());
+  auto sum = RunSplit(**model, 1, {}, Pp(2, 1, 1, {1, 1}).pipeline);
+  ASSERT_FALSE(sum.ok());
+  EXPECT_NE(sum.status().message().find("adds up to 2 layers but the model has 3"),
+            std::string::npos)
+      << sum.status().ToString();
+  auto stages = RunSplit(**model, 1, {}, Pp(4).pipeline);
+  ASSERT_FALSE(stages.ok());
+  EXPECT_NE(stages.status().message().find("only 3 layers"), std::string::npos)
+      << stages.status().ToString();
+}
+
 // Each message decodes to what was encoded; a truncated one is DataLoss, never a crash.
 TEST(TensorParallelMessages, RoundTripAndTruncation) {
-  TpInit init{"/models/m.gguf", {DType::kBF16, "gptq"}, 4096, 3, 2};
+  TpInit init{"/models/m.gguf", {DType::kBF16, "gptq"}, 4096, 3, 2, 2, {3, 2}, 16};
   auto i = DecodeInit(EncodeInit(init));
   ASSERT_TRUE(i.ok());
+  EXPECT_EQ(i->pipeline_parallel_size, 2);
+  EXPECT_EQ(i->layer_partition, (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(i->min_micro_batch_tokens, 16);
   EXPECT_EQ(i->model_path, "/models/m.gguf");
   EXPECT_EQ(i->load_options.float_matrix_dtype, DType::kBF16);
   EXPECT_EQ(i->load_options.quantization, "gptq");

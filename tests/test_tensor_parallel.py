@@ -1,6 +1,7 @@
-"""Tensor parallelism end to end: `pagellm generate -tp N` starts its ranks with mpirun and must
-give the greedy token ids of `-tp 1`, over both MPI transports (shared memory and TCP forced,
-oversubscribed on a small machine); a killed worker must end a server with an error quickly.
+"""Tensor and pipeline parallelism end to end: `pagellm generate -tp N -pp M` starts its ranks
+with mpirun and must give the greedy token ids of `-tp 1`, over both MPI transports (shared
+memory and TCP forced, oversubscribed on a small machine); a killed worker must end a server
+with an error quickly.
 
 The exact numbers (logits within 1e-5, bitwise repeatability, every split) are checked in
 process by tests/tensor_parallel_test.cc; here the launch, the messages between processes and
@@ -209,6 +210,109 @@ def test_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scratch_dir):
         start = time.time()
         assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
         assert time.time() - start < 30
+        deadline = time.time() + 10
+        while rank_pids(1) and time.time() < deadline:
+            time.sleep(0.1)
+        assert not rank_pids(1), "a worker outlived the server"
+    finally:
+        server.stop()
+
+
+# Pipeline parallelism (-pp): the same launch, the stages' hand-over between processes.
+
+def test_random_model_pp2_and_tp2_pp2_match_tp1_on_both_transports(pagellm_binary,
+                                                                   random_model, scratch_dir):
+    """Two stages of one layer each over shared memory, then two stages of two TP ranks over
+    TCP (stage 1's ranks receive the hidden states of stage 0's)."""
+    want, _ = generate(pagellm_binary, random_model, 1, scratch_dir)
+    got, proc = generate(pagellm_binary, random_model, 1, scratch_dir, btl="self,vader",
+                         extra=("-pp", "2"))
+    assert got == want
+    assert "pipeline-parallel rank 1/2: stage 1/2, layers [1, 2)" in proc.stderr, proc.stderr
+    got, _ = generate(pagellm_binary, random_model, 2, scratch_dir, btl="self,tcp",
+                      extra=("-pp", "2"))
+    assert got == want
+
+
+def test_shared_model_pp2_matches_tp1_with_preemption_and_partition(pagellm_binary,
+                                                                    stories_model, scratch_dir):
+    """Swap preemption at PP 2 (block copies on every stage's cache), and an explicit layer
+    partition; a partition that does not add up is a clear error."""
+    extra = ("--num-gpu-blocks-override", "12", "--block-size", "4", "--max-model-len", "40",
+             "--preemption-mode", "swap", "--swap-space", "0.001")
+    want, _ = generate(pagellm_binary, stories_model, 1, scratch_dir, extra=extra)
+    got, _ = generate(pagellm_binary, stories_model, 1, scratch_dir, extra=extra + ("-pp", "2"))
+    assert got == want
+    env = dict(os.environ, PAGELLM_PP_LAYER_PARTITION="1,4")
+    proc = subprocess.run([pagellm_binary, "generate", "--model", stories_model, "--prompt", "x",
+                           "--max-tokens", "2", "--threads", "1", "-pp", "2"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert "layers [1, 5)" in proc.stderr, proc.stderr
+    env["PAGELLM_PP_LAYER_PARTITION"] = "5,1"
+    proc = subprocess.run([pagellm_binary, "generate", "--model", stories_model, "--prompt", "x",
+                           "--max-tokens", "1", "--threads", "1", "-pp", "2"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode != 0
+    assert "adds up to 6 layers but the model has 5" in proc.stderr, proc.stderr
+
+
+def test_eval_and_bench_take_pp(pagellm_binary, stories_model, shared_dir, scratch_dir):
+    text = os.path.join(scratch_dir, "pp-eval.txt")
+    with open(os.path.join(shared_dir, "data", "tinystories_sample.txt"), encoding="utf-8") as f:
+        with open(text, "w", encoding="utf-8") as out:
+            out.write(f.read(3000))
+    results = []
+    for extra in ((), ("-pp", "2")):
+        proc = subprocess.run([pagellm_binary, "eval", "perplexity", "--model", stories_model,
+                               "--text", text, "--threads", "1", "--json"] + list(extra),
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert results[1]["mean_nll"] == results[0]["mean_nll"]  # the same bits: stages split no sum
+    proc = subprocess.run([pagellm_binary, "bench", "latency", "--model", stories_model,
+                           "-p", "16", "-n", "4", "-r", "1", "-t", "1", "--json", "-pp", "2"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["pipeline_parallel_size"] == 2
+
+
+def test_pp_server_answers_and_a_killed_stage_ends_it(pagellm_binary, shared_dir, stories_model,
+                                                      scratch_dir):
+    """A server of 2 stages of 2 ranks answers as TP 1; killing a rank of the last stage ends
+    it with an error within 30 s."""
+    want, _ = generate(pagellm_binary, stories_model, 1, scratch_dir)
+    server = Server(pagellm_binary, shared_dir, log_dir=scratch_dir,
+                    extra_args=["-tp", "2", "-pp", "2", "--threads", "1"])
+    try:
+        server.wait_ready(timeout=90)
+        status, body = server.post("/v1/completions", {
+            "model": "stories", "prompt": PROMPTS[0], "max_tokens": 12, "temperature": 0,
+            "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True})
+        assert status == 200, body
+        assert body["choices"][0]["logprobs"]["tokens"] == [f"token_id:{i}" for i in want[0]]
+        workers = [p for p in rank_pids(3) if p != server.proc.pid]
+        assert workers, "no rank-3 process found"
+        os.kill(workers[0], signal.SIGKILL)
+        start = time.time()
+        code = server.proc.wait(timeout=30)
+        assert time.time() - start < 30
+        assert code != 0
+        assert "tensor-parallel ranks ended" in server.read_log(), server.read_log()
+    finally:
+        server.stop()
+
+
+def test_pp_server_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scratch_dir):
+    server = Server(pagellm_binary, shared_dir, extra_args=["-pp", "2", "--threads", "1"],
+                    log_dir=scratch_dir)
+    try:
+        server.wait_ready(timeout=90)
+        status, body = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
+                                                       "max_tokens": 4, "temperature": 0})
+        assert status == 200 and body["usage"]["completion_tokens"] == 4, body
+        assert rank_pids(1)
+        assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
         deadline = time.time() + 10
         while rank_pids(1) and time.time() < deadline:
             time.sleep(0.1)

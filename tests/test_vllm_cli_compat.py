@@ -66,7 +66,7 @@ def test_unsupported_values_fail_clearly(pagellm_binary, shared_dir):
     model = os.path.join(shared_dir, "models", "stories260K")
     cases = ((["-tp", "3"], "8 attention heads are not divisible by it"),
              (["--tensor-parallel-size", "0"], "must be >= 1"),
-             (["-pp", "2"], "pipeline parallelism is not supported"),
+             (["-pp", "0"], "must be >= 1"),
              (["--quantization", "awq"], "it is not an AWQ checkpoint"),
              (["--quantization", "fp8"], "--quantization fp8: not supported"),
              (["--dtype", "int3"], "--dtype int3"),

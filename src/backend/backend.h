@@ -32,6 +32,9 @@ class Backend {
   // smoothing that start-up calibration (engine/kv_calibration.h) sets and reads.
   virtual KvCacheStorage& kv_cache() = 0;
   const KvCacheShape& kv_shape() { return kv_cache().shape(); }
+  // The shape AllocateKvCache was given: the whole model's (kv_shape() is this process's part
+  // of it when the model is split across ranks).
+  virtual const KvCacheShape& model_kv_shape() { return kv_cache().shape(); }
   // Sets the start-up calibration (computed over all of the model's KV heads) of the primary
   // pool; a backend whose pool holds only some heads (tensor parallelism) keeps theirs.
   virtual Status SetKvCalibration(const KvCalibration& cal) {

@@ -10,7 +10,7 @@ StatusOr<std::unique_ptr<Backend>> CreateBackend(const LoadedModel& model,
   const SimdLevel level = options.cpu_simd_level.value_or(ActiveSimdLevel());
   if (options.tensor_parallel_group != nullptr && options.tensor_parallel_group->size() > 1)
     return TensorParallelBackend::Create(model, options.tensor_parallel_group, options.pool,
-                                         options.max_positions, level);
+                                         options.max_positions, level, options.pipeline);
   switch (options.kind) {
     case BackendKind::kCpu:
       return std::unique_ptr<Backend>(

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "backend/backend.h"
+#include "backend/pipeline_schedule.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "dist/communicator.h"
@@ -36,6 +37,9 @@ struct BackendOptions {
   // (backend/tensor_parallel_backend.h): the backend splits the model across the group. Null:
   // the whole model here.
   Communicator* tensor_parallel_group = nullptr;
+  // Pipeline parallelism: tensor_parallel_group is then the world of tp x pp ranks, split into
+  // pipeline.pipeline_parallel_size stages (backend/rank_placement.h).
+  PipelineOptions pipeline;
 };
 
 // Binds a backend to `model` (which must outlive it). Its KV cache is allocated separately

@@ -21,6 +21,19 @@ CpuBackend::CpuBackend(const LoadedModel& shard, const ModelConfig& full, Commun
       ops_(shard, pool, max_positions, level),
       tp_ops_(std::make_unique<TensorParallelOps>(ops_, *group, full)) {}
 
+CpuBackend::CpuBackend(const LoadedModel& part, const ModelConfig& full, Communicator* tp_group,
+                       Communicator* world, const RankPlacement& placement,
+                       int min_micro_batch_tokens, ThreadPool* pool, int max_positions,
+                       SimdLevel level)
+    : model_(part),
+      vocab_size_(full.vocab_size),
+      arch_(GetArchSpec(part.config.arch)),
+      ops_(part, pool, max_positions, level) {
+  if (tp_group != nullptr) tp_ops_ = std::make_unique<TensorParallelOps>(ops_, *tp_group, full);
+  ForwardOps& inner = tp_ops_ != nullptr ? static_cast<ForwardOps&>(*tp_ops_) : ops_;
+  pp_ops_ = std::make_unique<PipelineStageOps>(inner, *world, placement, min_micro_batch_tokens);
+}
+
 Status CpuBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
   CHECK(kv_.shape().num_blocks == 0) << "KV cache allocated twice";
   ASSIGN_OR_RETURN(kv_, KvCacheStorage::Create(shape));
@@ -29,9 +42,10 @@ Status CpuBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_b
   group_window_.assign(shape.num_groups(), shape.layer_group.empty() ? 0 : -1);
   for (int l = 0; l < shape.num_layers && !shape.layer_group.empty(); ++l) {
     int& w = group_window_[shape.group(l)];
-    if (w >= 0 && w != model_.config.LayerWindow(l))
+    const int window = model_.config.LayerWindow(model_.weights.layer_begin + l);
+    if (w >= 0 && w != window)
       return InvalidArgumentError(fmt::format("KV cache group {} mixes windows", shape.group(l)));
-    w = model_.config.LayerWindow(l);
+    w = window;
   }
   if (num_swap_blocks > 0) {
     KvCacheShape swap = shape;
@@ -100,6 +114,11 @@ Status CpuBackend::ValidateBatch(const ForwardBatch& batch) const {
 
 Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   RETURN_IF_ERROR(ValidateBatch(batch));
+  if (pp_ops_ != nullptr) {
+    const Status s = pp_ops_->Step(model_, arch_.forward, batch, out);
+    if (tp_ops_ != nullptr) RETURN_IF_ERROR(tp_ops_->TakeStatus());
+    return s;
+  }
   if (tp_ops_ == nullptr) {
     arch_.forward(model_, batch, ops_, out);
     return Status::Ok();

@@ -1,7 +1,9 @@
 // The host backend: the paged KV pools in host memory and the model graph (its ArchSpec's
 // forward, model/decoder_graph.h) run on the host kernels through CpuOps (backend/cpu_ops.h).
 // As one rank of a tensor-parallel group it runs its shard of the model (model/
-// tensor_parallel_shard.h) through TensorParallelOps (backend/tensor_parallel_ops.h).
+// tensor_parallel_shard.h) through TensorParallelOps (backend/tensor_parallel_ops.h); as one
+// rank of a pipeline stage, its stage's layers through PipelineStageOps
+// (backend/pipeline_stage_ops.h), micro-batch by micro-batch.
 #pragma once
 
 #include <memory>
@@ -9,6 +11,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_ops.h"
+#include "backend/pipeline_stage_ops.h"
+#include "backend/rank_placement.h"
 #include "backend/tensor_parallel_ops.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -28,6 +32,13 @@ class CpuBackend : public Backend {
   // rank's shard of the model whose full config is `full`. Every rank's Forward must run the
   // same batch at the same time (the ops meet in collectives).
   CpuBackend(const LoadedModel& shard, const ModelConfig& full, Communicator* group,
+             ThreadPool* pool, int max_positions, SimdLevel level);
+  // One rank of a pipeline-parallel `world` (backend/rank_placement.h; must outlive the
+  // backend): `part` holds its stage's layers, and its tensor-parallel shard of them when
+  // `tp_group` (the stage's ranks) is given. Every rank's Forward must run the same batch at the
+  // same time; world rank 0 gets the logits.
+  CpuBackend(const LoadedModel& part, const ModelConfig& full, Communicator* tp_group,
+             Communicator* world, const RankPlacement& placement, int min_micro_batch_tokens,
              ThreadPool* pool, int max_positions, SimdLevel level);
 
   Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override;
@@ -52,6 +63,7 @@ class CpuBackend : public Backend {
   std::vector<int> group_window_;
   CpuOps ops_;
   std::unique_ptr<TensorParallelOps> tp_ops_;  // set for a rank of a tensor-parallel group
+  std::unique_ptr<PipelineStageOps> pp_ops_;   // set for a rank of a pipeline stage
 };
 
 }  // namespace pagellm

@@ -13,6 +13,7 @@ namespace pagellm {
 
 CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, SimdLevel level)
     : config_(model.config),
+      layer_begin_(model.weights.layer_begin),
       pool_(pool),
       level_(level),
       rope_(model.config.rope_params(), max_positions) {
@@ -193,24 +194,26 @@ void CpuOps::Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, f
 void CpuOps::WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) {
   const int block_size = kv_->shape().block_size;
   const int64_t kvd = config_.kv_dim();
+  const int kv_layer = layer - layer_begin_;
   int64_t t = 0;
   for (const SequenceChunk& s : batch.seqs) {
-    const std::span<const int32_t> table = LayerTable(layer, s);
+    const std::span<const int32_t> table = LayerTable(kv_layer, s);
     for (int i = 0; i < s.num_tokens; ++i, ++t) {
       const int pos = s.start_pos + i;
-      WriteKvSlot(layer, table[pos / block_size], pos % block_size, k + t * kvd, v + t * kvd);
+      WriteKvSlot(kv_layer, table[pos / block_size], pos % block_size, k + t * kvd, v + t * kvd);
     }
   }
 }
 
 void CpuOps::PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) {
+  const int kv_layer = layer - layer_begin_;
   if (batch.seqs.empty() || batch.seqs[0].group_block_tables.empty()) {
-    PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), batch.seqs, out, pool_);
+    PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(kv_layer), batch.seqs, out, pool_);
     return;
   }
   group_seqs_.assign(batch.seqs.begin(), batch.seqs.end());
-  for (SequenceChunk& s : group_seqs_) s.block_table = LayerTable(layer, s);
-  PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(layer), group_seqs_, out, pool_);
+  for (SequenceChunk& s : group_seqs_) s.block_table = LayerTable(kv_layer, s);
+  PagedAttentionAt(level_, attn_shape_[layer], q, LayerView(kv_layer), group_seqs_, out, pool_);
 }
 
 void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, ForwardOutput* out) {

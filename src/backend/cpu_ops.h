@@ -50,18 +50,21 @@ class CpuOps : public ForwardOps {
               ForwardOutput* out) override;
 
  private:
+  // The cache's layers are the model's from layer_begin_ on (a pipeline stage holds some):
+  // `kv_layer` below is a layer of the cache, `layer` of the model.
   // Stores one token's K and V ([kv_heads][head_dim] floats each) into (block, slot) of
-  // `layer`, quantising to the layer's KV format.
-  void WriteKvSlot(int layer, int block, int slot, const float* k, const float* v);
-  KvLayerView LayerView(int layer) const;
-  // The block table of `layer`'s KV cache group for chunk s.
-  std::span<const int32_t> LayerTable(int layer, const SequenceChunk& s) const {
+  // `kv_layer`, quantising to the layer's KV format.
+  void WriteKvSlot(int kv_layer, int block, int slot, const float* k, const float* v);
+  KvLayerView LayerView(int kv_layer) const;
+  // The block table of `kv_layer`'s KV cache group for chunk s.
+  std::span<const int32_t> LayerTable(int kv_layer, const SequenceChunk& s) const {
     return s.group_block_tables.empty()
                ? s.block_table
-               : std::span<const int32_t>(s.group_block_tables[kv_->shape().group(layer)]);
+               : std::span<const int32_t>(s.group_block_tables[kv_->shape().group(kv_layer)]);
   }
 
   const ModelConfig& config_;
+  const int layer_begin_;  // ModelWeights::layer_begin
   ThreadPool* pool_;
   SimdLevel level_;
   RopeTable rope_;

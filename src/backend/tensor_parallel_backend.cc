@@ -1,5 +1,7 @@
 #include "backend/tensor_parallel_backend.h"
 
+#include <algorithm>
+
 #include "backend/tensor_parallel_messages.h"
 #include "fmt/format.h"
 #include "spdlog/spdlog.h"
@@ -27,6 +29,22 @@ Status AgreeOnStatus(Communicator& group, const Status& mine) {
   return Status::Ok();
 }
 
+void LogShard(const ShardLayout& l, const LoadedModel& shard);
+
+// A rank's start-up line: under pipeline parallelism its stage and layers, its heads and
+// weights; without, LogShard's.
+void LogRank(const RankPlacement& p, const LoadedModel& part) {
+  if (p.pp == 1) return LogShard(p.shard, part);
+  const ShardLayout& l = p.shard;
+  spdlog::info(
+      "pipeline-parallel rank {}/{}: stage {}/{}, layers [{}, {}){}{}, TP rank {}/{}: query "
+      "heads [{}, {}), KV heads [{}, {}); {:.1f} MiB of weights",
+      p.world_rank, p.tp * p.pp, p.stage.stage, p.pp, p.stage.layer_begin, p.stage.layer_end,
+      p.stage.first() ? ", embedding" : "", p.stage.last() ? ", final norm and lm_head" : "",
+      p.tp_rank(), p.tp, l.q_head_begin, l.q_head_begin + l.num_q_heads, l.kv_head_begin,
+      l.kv_head_begin + l.num_kv_heads, part.weights.total_bytes / 1048576.0);
+}
+
 void LogShard(const ShardLayout& l, const LoadedModel& shard) {
   std::string experts;
   if (l.expert_inter > 0)
@@ -43,19 +61,50 @@ void LogShard(const ShardLayout& l, const LoadedModel& shard) {
       l.vocab_begin, l.vocab_begin + l.vocab, shard.weights.total_bytes / 1048576.0);
 }
 
-// This rank's part of the whole model's KV shape. A quantised format's start-up calibration
-// (engine/kv_calibration.h) is computed once on rank 0 over the whole model and each rank keeps
-// its heads' part (SetKvCalibration), so every rank stores its heads as one rank would.
-KvCacheShape RankKvShape(const KvCacheShape& shape, const ShardLayout& l) {
-  KvCacheShape s = shape;
-  s.num_kv_heads = l.num_kv_heads;
-  return s;
+// This rank's part of the whole model's KV shape (RankKvShape: its stage's layers, its heads),
+// allocated and logged. A quantised format's start-up calibration (engine/kv_calibration.h) is
+// computed once on rank 0 over the whole model and each rank keeps its part
+// (SetKvCalibration), so every rank stores its layers and heads as one rank would.
+Status AllocateRankKv(const KvCacheShape& whole, int32_t num_swap_blocks, const RankPlacement& p,
+                      CpuBackend* backend) {
+  ASSIGN_OR_RETURN(const KvCacheShape mine, RankKvShape(whole, p));
+  RETURN_IF_ERROR(backend->AllocateKvCache(mine, num_swap_blocks));
+  if (p.pp > 1)
+    spdlog::info("pipeline-parallel rank {}: {} KV blocks of {} layers x {} KV heads ({:.1f} MiB)",
+                 p.world_rank, mine.num_blocks, mine.num_layers, mine.num_kv_heads,
+                 mine.total_bytes() / 1048576.0);
+  return Status::Ok();
+}
+
+// The (tensor-parallel) ranks of this rank's pipeline stage: a collective of the whole world,
+// made before anything that can fail so that every rank joins it. Null without pipeline
+// parallelism (the world is the group).
+StatusOr<std::unique_ptr<Communicator>> SplitStages(Communicator& world, int pp) {
+  if (pp <= 1) return std::unique_ptr<Communicator>();
+  if (world.size() % pp != 0)
+    return InvalidArgumentError(
+        fmt::format("{} ranks cannot form {} pipeline stages of equal size", world.size(), pp));
+  const int tp = world.size() / pp;
+  return world.Split(world.rank() / tp, world.rank() % tp);
+}
+
+// The local backend of a rank: the tensor-parallel one without pipeline parallelism, else a
+// stage's (with its stage group when that has more than one rank).
+std::unique_ptr<CpuBackend> MakeRankBackend(const LoadedModel& part, const ModelConfig& full,
+                                            Communicator* world, Communicator* stage_group,
+                                            const RankPlacement& p, int min_micro_batch_tokens,
+                                            ThreadPool* pool, int max_positions, SimdLevel level) {
+  if (p.pp == 1) return std::make_unique<CpuBackend>(part, full, world, pool, max_positions, level);
+  return std::make_unique<CpuBackend>(part, full, p.tp > 1 ? stage_group : nullptr, world, p,
+                                      min_micro_batch_tokens, pool, max_positions, level);
 }
 
 // A worker's state between messages.
 struct WorkerState {
   std::unique_ptr<LoadedModel> model;
-  ShardLayout layout;
+  RankPlacement placement;
+  std::unique_ptr<Communicator> stage_group;
+  std::unique_ptr<LoadedModel> stage;
   std::unique_ptr<LoadedModel> shard;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<CpuBackend> backend;
@@ -64,25 +113,30 @@ struct WorkerState {
 Status WorkerInit(Communicator& group, const TpInit& m, WorkerState* w) {
   w->backend.reset();
   w->shard.reset();
+  w->stage.reset();
   w->model.reset();
   ASSIGN_OR_RETURN(w->model, LoadModel(m.model_path, m.load_options));
-  ASSIGN_OR_RETURN(w->layout, ComputeShardLayout(w->model->config, group.rank(), group.size()));
-  ASSIGN_OR_RETURN(w->shard, ShardModel(*w->model, w->layout));
+  const int pp = std::max(m.pipeline_parallel_size, 1);
+  const std::vector<int> partition(m.layer_partition.begin(), m.layer_partition.end());
+  ASSIGN_OR_RETURN(w->placement,
+                   PlaceRank(w->model->config, group.rank(), group.size() / pp, pp, partition));
+  ASSIGN_OR_RETURN(w->shard, RankModel(*w->model, w->placement, &w->stage));
   w->pool = std::make_unique<ThreadPool>(m.threads);
-  w->backend = std::make_unique<CpuBackend>(*w->shard, w->model->config, &group, w->pool.get(),
-                                            m.max_positions, static_cast<SimdLevel>(m.simd_level));
-  LogShard(w->layout, *w->shard);
+  w->backend = MakeRankBackend(*w->shard, w->model->config, &group, w->stage_group.get(),
+                               w->placement, m.min_micro_batch_tokens, w->pool.get(),
+                               m.max_positions, static_cast<SimdLevel>(m.simd_level));
+  LogRank(w->placement, *w->shard);
   return Status::Ok();
 }
 
 Status WorkerAllocate(const TpAllocateKv& m, WorkerState* w) {
   if (w->backend == nullptr) return FailedPreconditionError("KV cache before the model");
-  return w->backend->AllocateKvCache(RankKvShape(m.shape, w->layout), m.num_swap_blocks);
+  return AllocateRankKv(m.shape, m.num_swap_blocks, w->placement, w->backend.get());
 }
 
 Status WorkerKvCalibration(const KvCalibration& cal, WorkerState* w) {
   if (w->backend == nullptr) return FailedPreconditionError("KV calibration before the model");
-  return ApplyKvCalibration(cal, w->layout.kv_head_begin, &w->backend->kv_cache());
+  return ApplyRankKvCalibration(cal, w->placement, &w->backend->kv_cache());
 }
 
 }  // namespace
@@ -90,28 +144,41 @@ Status WorkerKvCalibration(const KvCalibration& cal, WorkerState* w) {
 StatusOr<std::unique_ptr<Backend>> TensorParallelBackend::Create(const LoadedModel& model,
                                                                  Communicator* group,
                                                                  ThreadPool* pool,
-                                                                 int max_positions,
-                                                                 SimdLevel level) {
+                                                                 int max_positions, SimdLevel level,
+                                                                 const PipelineOptions& pipeline) {
   CHECK(group != nullptr && group->rank() == 0 && group->size() > 1);
+  const int pp = std::max(pipeline.pipeline_parallel_size, 1);
+  if (group->size() % pp != 0)
+    return InvalidArgumentError(
+        fmt::format("{} ranks cannot form {} pipeline stages of equal size", group->size(), pp));
+  ASSIGN_OR_RETURN(const std::vector<int> partition,
+                   PartitionLayers(model.config.num_layers, pp, pipeline.layer_partition));
   TpInit init;
   init.model_path = model.path;
   init.load_options = model.load_options;
   init.max_positions = max_positions;
   init.threads = pool != nullptr ? pool->num_threads() : 1;
   init.simd_level = static_cast<int32_t>(level);
+  init.pipeline_parallel_size = pp;
+  init.layer_partition.assign(partition.begin(), partition.end());
+  init.min_micro_batch_tokens = pipeline.min_micro_batch_tokens;
   std::vector<uint8_t> message = EncodeInit(init);
   RETURN_IF_ERROR(group->Broadcast(&message, false));
-  // Rank 0 shards the model it already holds; the others load theirs meanwhile.
-  StatusOr<ShardLayout> layout = ComputeShardLayout(model.config, 0, group->size());
-  StatusOr<std::unique_ptr<LoadedModel>> shard =
-      layout.ok() ? ShardModel(model, *layout)
-                  : StatusOr<std::unique_ptr<LoadedModel>>(layout.status());
-  RETURN_IF_ERROR(AgreeOnStatus(*group, shard.status()));
-  std::unique_ptr<TensorParallelBackend> b(
-      new TensorParallelBackend(group, *layout, std::move(shard).value()));
-  b->local_ =
-      std::make_unique<CpuBackend>(*b->shard_, model.config, group, pool, max_positions, level);
-  LogShard(b->layout_, *b->shard_);
+  ASSIGN_OR_RETURN(std::unique_ptr<Communicator> stage_group, SplitStages(*group, pp));
+  // Rank 0 cuts its part of the model it already holds; the others load theirs meanwhile.
+  StatusOr<RankPlacement> placement = PlaceRank(model.config, 0, group->size() / pp, pp, partition);
+  std::unique_ptr<LoadedModel> stage;
+  StatusOr<std::unique_ptr<LoadedModel>> part =
+      placement.ok() ? RankModel(model, *placement, &stage)
+                     : StatusOr<std::unique_ptr<LoadedModel>>(placement.status());
+  RETURN_IF_ERROR(AgreeOnStatus(*group, part.status()));
+  std::unique_ptr<TensorParallelBackend> b(new TensorParallelBackend(group, *placement));
+  b->stage_group_ = std::move(stage_group);
+  b->stage_ = std::move(stage);
+  b->shard_ = std::move(part).value();
+  b->local_ = MakeRankBackend(*b->shard_, model.config, group, b->stage_group_.get(), b->placement_,
+                              pipeline.min_micro_batch_tokens, pool, max_positions, level);
+  LogRank(b->placement_, *b->shard_);
   return std::unique_ptr<Backend>(std::move(b));
 }
 
@@ -120,18 +187,21 @@ Status TensorParallelBackend::Send(std::vector<uint8_t> message) {
 }
 
 Status TensorParallelBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
-  const KvCacheShape mine = RankKvShape(shape, layout_);
   RETURN_IF_ERROR(Send(EncodeAllocateKv({shape, num_swap_blocks})));
-  RETURN_IF_ERROR(AgreeOnStatus(*group_, local_->AllocateKvCache(mine, num_swap_blocks)));
-  spdlog::info("tensor-parallel: each of {} ranks holds {} KV blocks of {} KV heads ({:.1f} MiB)",
-               group_->size(), mine.num_blocks, mine.num_kv_heads, mine.total_bytes() / 1048576.0);
+  RETURN_IF_ERROR(
+      AgreeOnStatus(*group_, AllocateRankKv(shape, num_swap_blocks, placement_, local_.get())));
+  whole_kv_shape_ = shape;
+  const KvCacheShape& mine = local_->kv_shape();
+  if (placement_.pp == 1)
+    spdlog::info("tensor-parallel: each of {} ranks holds {} KV blocks of {} KV heads ({:.1f} MiB)",
+                 group_->size(), mine.num_blocks, mine.num_kv_heads,
+                 mine.total_bytes() / 1048576.0);
   return Status::Ok();
 }
 
 Status TensorParallelBackend::SetKvCalibration(const KvCalibration& cal) {
   RETURN_IF_ERROR(Send(EncodeKvCalibration(cal)));
-  return AgreeOnStatus(*group_,
-                       ApplyKvCalibration(cal, layout_.kv_head_begin, &local_->kv_cache()));
+  return AgreeOnStatus(*group_, ApplyRankKvCalibration(cal, placement_, &local_->kv_cache()));
 }
 
 void TensorParallelBackend::CopyKvBlocks(KvPool src, KvPool dst,
@@ -166,6 +236,9 @@ Status RunTensorParallelWorker(Communicator& group) {
     switch (kind) {
       case TpMessageKind::kInit: {
         ASSIGN_OR_RETURN(TpInit init, DecodeInit(message));
+        w.backend.reset();
+        w.stage_group.reset();
+        ASSIGN_OR_RETURN(w.stage_group, SplitStages(group, init.pipeline_parallel_size));
         RETURN_IF_ERROR(AgreeOnStatus(group, WorkerInit(group, init, &w)));
         break;
       }

@@ -5,6 +5,11 @@
 // the same call on their shard, until the empty (shut-down) message. The ranks' forward passes
 // meet in the collectives of TensorParallelOps; rank 0 alone gets the logits. The engine never
 // knows: CreateBackend (backend/backend_factory.h) returns this backend when given a group.
+//
+// With pipeline parallelism the group is the world of tp x pp ranks (backend/rank_placement.h):
+// each rank runs its stage's layers (and its TP shard of them), the stages hand their residual
+// streams on (backend/pipeline_stage_ops.h), and the TP collectives run in each stage's own
+// sub-group. The messages are the same, broadcast to the whole world.
 #pragma once
 
 #include <memory>
@@ -12,6 +17,8 @@
 
 #include "backend/backend.h"
 #include "backend/cpu_backend.h"
+#include "backend/pipeline_schedule.h"
+#include "backend/rank_placement.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "dist/communicator.h"
@@ -25,15 +32,19 @@ class TensorParallelBackend : public Backend {
   // Rank 0 of `group` (size > 1; the other ranks in RunTensorParallelWorker): tells them to load
   // `model`'s files with its load options, takes its own shard of `model` (which must outlive
   // the backend) and returns once every rank holds its shard, or the first rank's error.
+  // With pipeline.pipeline_parallel_size > 1 the group is the world of tp x pp ranks.
   static StatusOr<std::unique_ptr<Backend>> Create(const LoadedModel& model, Communicator* group,
                                                    ThreadPool* pool, int max_positions,
-                                                   SimdLevel level);
+                                                   SimdLevel level,
+                                                   const PipelineOptions& pipeline = {});
 
-  // `shape` is the whole model's; each rank allocates its KV heads' part (the planner's
-  // per-device formula, planner/model_footprint.h KvHeadsPerDevice).
+  // `shape` is the whole model's; each rank allocates its stage's layers of its KV heads (the
+  // planner's per-device formula, planner/model_footprint.h KvHeadsPerDevice).
   Status AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) override;
-  // Rank 0's pool (its KV heads).
+  // Rank 0's pool (its KV heads of stage 0's layers).
   KvCacheStorage& kv_cache() override { return local_->kv_cache(); }
+  // The whole model's shape, as AllocateKvCache was given it.
+  const KvCacheShape& model_kv_shape() override { return whole_kv_shape_; }
   // Every rank (rank 0 included) keeps the part of `cal` of its KV heads.
   Status SetKvCalibration(const KvCalibration& cal) override;
   void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override;
@@ -41,18 +52,22 @@ class TensorParallelBackend : public Backend {
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
 
  private:
-  TensorParallelBackend(Communicator* group, ShardLayout layout, std::unique_ptr<LoadedModel> shard)
-      : group_(group), layout_(layout), shard_(std::move(shard)) {}
+  TensorParallelBackend(Communicator* group, const RankPlacement& placement)
+      : group_(group), placement_(placement) {}
   Status Send(std::vector<uint8_t> message);
 
   Communicator* group_;
-  ShardLayout layout_;
+  RankPlacement placement_;
+  std::unique_ptr<Communicator> stage_group_;  // stage 0's TP ranks (pipeline parallelism)
+  std::unique_ptr<LoadedModel> stage_;         // the stage model the shard was cut from
   std::unique_ptr<LoadedModel> shard_;
   std::unique_ptr<CpuBackend> local_;
+  KvCacheShape whole_kv_shape_;
 };
 
-// The loop of ranks 1.. of `group`: runs rank 0's backend calls on this rank's shard until rank
-// 0 sends the shut-down message (Ok) or a collective fails.
+// The loop of ranks 1.. of `group` (the world, under pipeline parallelism): runs rank 0's
+// backend calls on this rank's part of the model until rank 0 sends the shut-down message (Ok)
+// or a collective fails.
 Status RunTensorParallelWorker(Communicator& group);
 
 // Rank 0's end of the loop: the shut-down message (the other ranks return from

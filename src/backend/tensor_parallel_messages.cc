@@ -87,6 +87,9 @@ std::vector<uint8_t> EncodeInit(const TpInit& m) {
   w.Put(m.max_positions);
   w.Put(m.threads);
   w.Put(m.simd_level);
+  w.Put(m.pipeline_parallel_size);
+  w.PutArray(std::span<const int32_t>(m.layer_partition));
+  w.Put(m.min_micro_batch_tokens);
   return w.Take();
 }
 
@@ -159,6 +162,9 @@ StatusOr<TpInit> DecodeInit(const std::vector<uint8_t>& bytes) {
   m.max_positions = r.Get<int32_t>();
   m.threads = r.Get<int32_t>();
   m.simd_level = r.Get<int32_t>();
+  m.pipeline_parallel_size = r.Get<int32_t>();
+  m.layer_partition = r.GetArray<int32_t>();
+  m.min_micro_batch_tokens = r.Get<int32_t>();
   RETURN_IF_ERROR(r.Done("init"));
   return m;
 }

@@ -31,6 +31,11 @@ struct TpInit {
   int32_t max_positions = 0;
   int32_t threads = 1;     // kernel threads per rank
   int32_t simd_level = 0;  // SimdLevel
+  // Pipeline parallelism: the stages (the world is tp x pp ranks), the layers of each as rank 0
+  // resolved them (PartitionLayers) and the micro-batch rule (PlanMicroBatches).
+  int32_t pipeline_parallel_size = 1;
+  std::vector<int32_t> layer_partition;
+  int32_t min_micro_batch_tokens = 0;
 };
 
 // kAllocateKv: the whole model's shape (each rank keeps its heads) and the swap pool size.

@@ -13,6 +13,7 @@
 #include "engine/model_session.h"
 #include "fmt/format.h"
 #include "kernels/kernel_tuning.h"
+#include "model/pipeline_stage.h"
 #include "nlohmann/json.hpp"
 
 namespace pagellm::cli {
@@ -28,6 +29,7 @@ struct LatencyOptions {
   std::string kv_cache_dtype = "auto";
   std::string dtype = "auto";  // --dtype, as the engine flag
   int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
 };
 
 double Median(std::vector<double> v) {
@@ -48,12 +50,21 @@ int RunLatency(const LatencyOptions& o) {
   else
     return Fail(wd.status().message());
   so.max_model_len = o.depth + std::max(o.prompt_tokens, o.gen_tokens) + 1;
-  if (o.tensor_parallel_size < 1) return Fail("--tensor-parallel-size must be >= 1");
-  if (o.tensor_parallel_size > 1) {
+  if (o.tensor_parallel_size < 1 || o.pipeline_parallel_size < 1)
+    return Fail("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
+  const int ranks = o.tensor_parallel_size * o.pipeline_parallel_size;
+  if (ranks > 1) {
     so.tensor_parallel_group = TensorParallelWorld();
-    if (so.tensor_parallel_group == nullptr ||
-        so.tensor_parallel_group->size() != o.tensor_parallel_size)
-      return Fail("--tensor-parallel-size: this process is not rank 0 of a group of that size");
+    if (so.tensor_parallel_group == nullptr || so.tensor_parallel_group->size() != ranks)
+      return Fail(
+          "--tensor-parallel-size x --pipeline-parallel-size: this process is not rank 0 of a "
+          "group of that size");
+    so.pipeline_parallel_size = o.pipeline_parallel_size;
+    if (o.pipeline_parallel_size > 1) {
+      auto partition = LayerPartitionFromEnvironment();
+      if (!partition.ok()) return Fail(partition.status().message());
+      so.pipeline_layer_partition = *partition;
+    }
   }
   auto session = ModelSession::Open(so);
   if (!session.ok()) return Fail(session.status().message());
@@ -112,6 +123,7 @@ int RunLatency(const LatencyOptions& o) {
       {"weights_bytes", s.model().weights.total_bytes},
       {"threads", s.pool().num_threads()},
       {"tensor_parallel_size", o.tensor_parallel_size},
+      {"pipeline_parallel_size", o.pipeline_parallel_size},
       {"simd", SimdLevelName(ActiveSimdLevel())},
       {"cpu", CpuIdentityString()},
       {"kernel_tuning", KernelTuningString(GetKernelTuning())},
@@ -167,6 +179,10 @@ CommandFn RegisterBenchLatency(CLI::App& app) {
   app.add_option("--tensor-parallel-size", lat->tensor_parallel_size,
                  "Ranks the model is split across (alias -tp; started through mpirun, --threads "
                  "per rank; docs/PARALLELISM.md)")
+      ->capture_default_str();
+  app.add_option("--pipeline-parallel-size", lat->pipeline_parallel_size,
+                 "Pipeline stages the layers are split into, each of --tensor-parallel-size "
+                 "ranks (alias -pp; docs/PARALLELISM.md)")
       ->capture_default_str();
   app.add_flag("--json", lat->json, "Print one JSON object");
   return [=]() { return RunLatency(*lat); };

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "backend/rank_placement.h"
 #include "base/mapped_file.h"
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
@@ -14,6 +15,7 @@
 #include "model/config_parser.h"
 #include "model/model_weights.h"
 #include "model/moe_family.h"
+#include "model/pipeline_stage.h"
 #include "nlohmann/json.hpp"
 #include "planner/memory_planner.h"
 #include "planner/plan_report.h"
@@ -30,6 +32,8 @@ struct PlanFlags {
   std::string gpu;     // named device; empty = CPU unless --device-memory
   std::string device_memory;
   int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  std::vector<int> layer_partition;  // PAGELLM_PP_LAYER_PARTITION
   double gpu_memory_utilization = 0.9;
   std::string kv_cache_dtype = "auto";
   std::string kv_cache_dtype_skip_layers;
@@ -51,7 +55,10 @@ struct PlanFlags {
 struct ModelFacts {
   std::string path;
   ModelConfig config;
-  std::optional<int64_t> file_weights_bytes;    // weights as stored, when the files were read
+  std::optional<int64_t> file_weights_bytes;  // weights as stored, when the files were read
+  // Split across tp x pp ranks: the largest rank's share of those (RankWeightBytes, what the
+  // engine counts).
+  std::optional<int64_t> file_weights_bytes_per_device;
   int64_t num_parameters = 0;                   // from the files; 0 when not read
   std::optional<int64_t> active_weights_bytes;  // MoE: what one token reads, from the files
   bool dtype_in_config = true;  // config.json names torch_dtype/dtype (GGUF: always)
@@ -91,6 +98,11 @@ StatusOr<ModelFacts> ReadModel(const PlanFlags& flags) {
   f.path = flags.model;
   f.config = loaded->config;
   f.file_weights_bytes = loaded->weights.total_bytes;
+  if (flags.tensor_parallel_size * flags.pipeline_parallel_size > 1) {
+    ASSIGN_OR_RETURN(f.file_weights_bytes_per_device,
+                     LargestRankWeightBytes(*loaded, flags.tensor_parallel_size,
+                                            flags.pipeline_parallel_size, flags.layer_partition));
+  }
   f.num_parameters = loaded->weights.num_parameters;
   f.active_weights_bytes = ActiveWeightBytes(loaded->config, loaded->weights);
   return f;
@@ -124,10 +136,14 @@ StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
                              std::optional<int64_t> kv_cache_memory,
                              std::optional<int64_t> activation,
                              const std::optional<DraftFootprint>& draft) {
-  if (f.tensor_parallel_size != 1) {
-    return InvalidArgumentError("--tensor-parallel-size must be 1 on the CPU backend");
-  }
   CpuKvOptions o;
+  // Split across ranks (as `serve -tp -pp` runs them): per device, without KV cache groups.
+  const int tp = f.tensor_parallel_size, pp = f.pipeline_parallel_size;
+  RETURN_IF_ERROR(ValidateTensorParallel(m.config, tp));
+  RETURN_IF_ERROR(PartitionLayers(m.config.num_layers, pp, f.layer_partition).status());
+  o.tensor_parallel_size = tp;
+  o.pipeline_parallel_size = pp;
+  o.layer_partition = f.layer_partition;
   o.gpu_memory_utilization = f.gpu_memory_utilization;
   o.kv_cache_memory = kv_cache_memory;
   o.num_gpu_blocks_override = f.num_gpu_blocks_override;
@@ -136,16 +152,20 @@ StatusOr<Resolved> PlanOnCpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   o.max_num_batched_tokens = f.max_num_batched_tokens;
   o.max_num_seqs = f.max_num_seqs;
   o.kv_cache_dtype = kv_dtype;
-  o.free_kv_outside_windows = !f.disable_hybrid_kv_cache_manager;
+  o.free_kv_outside_windows = !f.disable_hybrid_kv_cache_manager && tp * pp == 1;
   ASSIGN_OR_RETURN(o.kv_cache_dtype_skip_layers, ParseLayerList(f.kv_cache_dtype_skip_layers));
   if (activation) o.activation_bytes = *activation;
   Resolved r;
   int64_t weights = 0;
   if (m.file_weights_bytes) {
     weights = *m.file_weights_bytes;
-    r.weights_source = "files";
+    o.weights_bytes_per_device = m.file_weights_bytes_per_device;
+    r.weights_source = tp * pp > 1 ? "files (each rank's matrices)" : "files";
   } else {
-    weights = EstimateWeights(m.config, AutoDtypeBytes(m), 1).bytes;
+    const WeightsFootprint w =
+        EstimateWeights(m.config, AutoDtypeBytes(m), tp, pp, f.layer_partition);
+    weights = w.bytes;
+    if (tp * pp > 1) o.weights_bytes_per_device = w.bytes_per_device;
     r.weights_source = "estimated from config shapes (no weight files)";
   }
   r.activation_source = activation ? "--activation-memory" : "CPU backend scratch formula";
@@ -166,6 +186,10 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   PlanInput in;
   in.model = m.config;
   in.tensor_parallel_size = f.tensor_parallel_size;
+  in.pipeline_parallel_size = f.pipeline_parallel_size;
+  in.layer_partition = f.layer_partition;
+  RETURN_IF_ERROR(
+      PartitionLayers(m.config.num_layers, in.pipeline_parallel_size, in.layer_partition).status());
   if (!f.gpu.empty()) {
     ASSIGN_OR_RETURN(DeviceSpec d, FindDevice(f.gpu));
     in.device_name = std::string(d.name);
@@ -182,7 +206,8 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
     ASSIGN_OR_RETURN(dtype_bytes, DtypeBytes(f.dtype));
   }
   Resolved r;
-  const WeightsFootprint shaped = EstimateWeights(m.config, dtype_bytes, in.tensor_parallel_size);
+  const WeightsFootprint shaped = EstimateWeights(m.config, dtype_bytes, in.tensor_parallel_size,
+                                                  in.pipeline_parallel_size, in.layer_partition);
   if (explicit_dtype || !m.file_weights_bytes) {
     in.weights = shaped;
     r.weights_source =
@@ -192,7 +217,8 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
     in.weights = shaped;
     r.weights_source = "files (split by shapes)";
   } else {
-    in.weights = WeightsFromTotal(*m.file_weights_bytes, m.num_parameters, in.tensor_parallel_size);
+    in.weights = WeightsFromTotal(*m.file_weights_bytes, m.num_parameters,
+                                  in.tensor_parallel_size * in.pipeline_parallel_size);
     r.weights_source = "files (split evenly)";
   }
   if (activation) {
@@ -209,9 +235,10 @@ StatusOr<Resolved> PlanOnGpu(const PlanFlags& f, const ModelFacts& m, KvCacheDty
   in.max_model_len = f.max_model_len > 0 ? f.max_model_len : m.config.max_position_embeddings;
   in.kv_cache_memory_bytes = kv_cache_memory;
   in.num_gpu_blocks_override = f.num_gpu_blocks_override;
-  // vLLM's hybrid KV cache manager: local layers hold only their window's blocks.
-  const KvCacheGroups groups =
-      CpuKvCacheGroups(m.config, in.kv_format, !f.disable_hybrid_kv_cache_manager);
+  // vLLM's hybrid KV cache manager: local layers hold only their window's blocks (not planned
+  // across pipeline stages).
+  const KvCacheGroups groups = CpuKvCacheGroups(
+      m.config, in.kv_format, !f.disable_hybrid_kv_cache_manager && in.pipeline_parallel_size == 1);
   if (!groups.is_single_full()) {
     in.kv_group_windows = groups.windows();
     in.kv_layers_per_group = groups.layers_per_group;
@@ -235,7 +262,13 @@ int RunPlan(const PlanFlags& f) {
     if (!b.ok()) return Fail("--activation-memory: " + b.status().message());
     activation = *b;
   }
-  StatusOr<ModelFacts> model = ReadModel(f);
+  PlanFlags flags = f;
+  if (f.pipeline_parallel_size > 1) {
+    StatusOr<std::vector<int>> partition = LayerPartitionFromEnvironment();
+    if (!partition.ok()) return Fail(partition.status().message());
+    flags.layer_partition = *partition;
+  }
+  StatusOr<ModelFacts> model = ReadModel(flags);
   if (!model.ok()) return Fail(model.status().message());
 
   bool on_cpu = f.device_memory.empty() && f.gpu.empty();
@@ -254,9 +287,9 @@ int RunPlan(const PlanFlags& f) {
     draft = CpuDraftFootprint((*d)->config, (*d)->weights.total_bytes, f.max_num_batched_tokens,
                               f.max_num_seqs);
   }
-  StatusOr<Resolved> r = on_cpu
-                             ? PlanOnCpu(f, *model, *kv_dtype, kv_cache_memory, activation, draft)
-                             : PlanOnGpu(f, *model, *kv_dtype, kv_cache_memory, activation);
+  StatusOr<Resolved> r =
+      on_cpu ? PlanOnCpu(flags, *model, *kv_dtype, kv_cache_memory, activation, draft)
+             : PlanOnGpu(flags, *model, *kv_dtype, kv_cache_memory, activation);
   if (!r.ok()) return Fail(r.status().message());
   const MemoryPlan& plan = r->plan;
   const Status fits = CheckPlanFits(plan);
@@ -350,7 +383,13 @@ CommandFn RegisterPlan(CLI::App& app) {
                              "Memory per device, bytes or with a unit (80GiB, 81050MiB)");
   gpu->excludes(mem);
   app.add_option("--tensor-parallel-size", f->tensor_parallel_size,
-                 "Devices the model is split across (alias -tp)")
+                 "Devices the model is split across (alias -tp), per pipeline stage")
+      ->capture_default_str();
+  app.add_option("--pipeline-parallel-size", f->pipeline_parallel_size,
+                 "Pipeline stages the layers are split into (alias -pp; layers per stage as vLLM "
+                 "splits them, or PAGELLM_PP_LAYER_PARTITION); every device holds its stage's "
+                 "weights and KV. On the CPU each of the tp x pp ranks gets 1/(tp x pp) of this "
+                 "host")
       ->capture_default_str();
   app.add_option("--gpu-memory-utilization", f->gpu_memory_utilization,
                  "Fraction of device memory for weights, activations and KV cache")

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "fmt/format.h"
+#include "model/pipeline_stage.h"
 #include "spdlog/spdlog.h"
 #include "spec/speculative_config_parser.h"
 
@@ -75,7 +76,11 @@ Status EngineFlags::Finalize() {
   }
   ASSIGN_OR_RETURN(std::vector<std::string> notes, vllm.Check());
   config.tensor_parallel_size = vllm.tensor_parallel_size;
+  config.pipeline_parallel_size = vllm.pipeline_parallel_size;
   config.tensor_parallel_group = TensorParallelWorld();
+  if (config.pipeline_parallel_size > 1) {
+    ASSIGN_OR_RETURN(config.pipeline_layer_partition, LayerPartitionFromEnvironment());
+  }
   ASSIGN_OR_RETURN(config.float_matrix_dtype, ParseWeightDtype(vllm.dtype));
   config.quantization = vllm.quantization;
   for (const std::string& note : notes) spdlog::warn("{}", note);

@@ -156,15 +156,19 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("pagellm"));
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   spdlog::set_pattern("%^%L%$ %H:%M:%S.%e %v");
-  // -tp N without mpirun: start the N ranks (this command again, under mpirun) and wait.
+  // -tp N -pp M without mpirun: start the N x M ranks (this command again, under mpirun) and
+  // wait.
   const CLI::App* plan = app.get_subcommand("plan");
   const int tp = plan->parsed() ? 1 : ParsedOption(app, "--tensor-parallel-size", 1);
-  if (tp > 1 && world == nullptr)
-    return pagellm::RunUnderMpirun(tp, ParsedOption(app, "--threads", 0), argv);
-  if (world != nullptr && world->size() != tp) {
+  const int pp = plan->parsed() ? 1 : ParsedOption(app, "--pipeline-parallel-size", 1);
+  const int ranks = tp * pp;
+  if (tp > 0 && pp > 0 && ranks > 1 && world == nullptr)
+    return pagellm::RunUnderMpirun(ranks, ParsedOption(app, "--threads", 0), argv);
+  if (world != nullptr && world->size() != ranks) {
     spdlog::error(
-        "started by mpirun with {} ranks, but --tensor-parallel-size is {} (they must match)",
-        world->size(), tp);
+        "started by mpirun with {} ranks, but --tensor-parallel-size {} x "
+        "--pipeline-parallel-size {} is {} (they must match)",
+        world->size(), tp, pp, ranks);
     return 1;
   }
   for (auto& [sub, fn] : commands) {

@@ -21,7 +21,10 @@ void AddVllmCompatFlags(CLI::App& app, VllmCompatFlags& f) {
                  "docs/PARALLELISM.md)")
       ->capture_default_str();
   app.add_option("--pipeline-parallel-size", f.pipeline_parallel_size,
-                 "Pipeline stages (alias -pp); only 1 is supported so far (an error otherwise)")
+                 "Pipeline stages (alias -pp): the layers are split into this many stages, each "
+                 "of --tensor-parallel-size ranks (tp x pp processes in all, started with "
+                 "mpirun; layers per stage as vLLM splits them, or PAGELLM_PP_LAYER_PARTITION="
+                 "\"8,8\"; docs/PARALLELISM.md)")
       ->capture_default_str();
   app.add_option("--quantization,-q", f.quantization,
                  "Weight quantization method: awq | awq_marlin | gptq | gptq_marlin (a Hugging "
@@ -41,12 +44,6 @@ StatusOr<std::vector<std::string>> VllmCompatFlags::Check() const {
   RETURN_IF_ERROR(ParseWeightDtype(dtype).status());
   if (tensor_parallel_size < 1 || pipeline_parallel_size < 1)
     return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
-  if (pipeline_parallel_size > 1) {
-    return UnimplementedError(fmt::format(
-        "--pipeline-parallel-size {}: pipeline parallelism is not supported yet (use 1; "
-        "--tensor-parallel-size splits a model across processes)",
-        pipeline_parallel_size));
-  }
   if (!quantization.empty() && quantization != "None" && quantization != "none") {
     if (quantization == "gguf") {
       notes.push_back("--quantization gguf: the GGUF file's own tensor types are used");

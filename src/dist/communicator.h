@@ -1,6 +1,8 @@
 // The collectives a tensor-parallel group needs, and nothing more: an all-reduce of float rows,
-// a broadcast of bytes from rank 0, a gather of bytes to rank 0 and a barrier. Implemented over
-// MPI between processes (dist/mpi_communicator.h) and between threads of one process for tests
+// a broadcast of bytes from rank 0, a gather of bytes to rank 0 and a barrier; for pipeline
+// parallelism, messages between two ranks (Send / Recv) and sub-groups (Split: the
+// tensor-parallel group of each pipeline stage). Implemented over MPI between processes
+// (dist/mpi_communicator.h) and between threads of one process for tests
 // (dist/local_communicator.h).
 //
 // Every collective is bounded: a rank that does not join within the communicator's timeout
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -36,6 +39,17 @@ class Communicator {
   virtual Status GatherToRoot(std::span<const uint8_t> mine,
                               std::vector<std::vector<uint8_t>>* all) = 0;
   virtual Status Barrier() = 0;
+
+  // Point to point (pipeline stages): `bytes` to rank `to`. Returns once the bytes are on their
+  // way (copied, or taken by the receiver); waits at most `patience` timeouts for the receiver.
+  virtual Status Send(int to, std::span<const uint8_t> bytes, int patience) = 0;
+  // The next message rank `from` sent to this rank (messages between two ranks arrive in the
+  // order they were sent); waits at most `patience` timeouts for it.
+  virtual Status Recv(int from, std::vector<uint8_t>* bytes, int patience) = 0;
+  // A communicator of the ranks that pass the same `color`, ranked by `key` (ties by rank): the
+  // tensor-parallel group of a pipeline stage. Every rank calls it (a collective); the result
+  // has this communicator's timeout and must not outlive it.
+  virtual StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
 };
 
 // x [n] = Σ_r parts[r * n .. (r + 1) * n) in rank order (the reduction of AllReduceSum, shared

@@ -1,5 +1,6 @@
-// The collectives on an in-process group (threads), and over MPI when the test binary runs
-// under mpirun (ctest runs it so with the shared-memory and with the TCP transport).
+// The collectives, point-to-point messages and sub-groups on an in-process group (threads), and
+// over MPI when the test binary runs under mpirun (ctest runs it so with the shared-memory and
+// with the TCP transport).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -96,6 +97,46 @@ TEST(LocalCommunicator, MissingRankTimesOut) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// Messages go around the ring in order (two per pair, of different sizes, an empty one
+// included); then the ranks split by parity and each sub-group runs the collectives.
+void CheckSendRecvAndSplit(Communicator& c) {
+  const int next = (c.rank() + 1) % c.size(), prev = (c.rank() + c.size() - 1) % c.size();
+  if (c.size() > 1) {
+    const std::vector<uint8_t> first(c.rank() + 3, static_cast<uint8_t>(c.rank()));
+    ASSERT_TRUE(c.Send(next, first, 1).ok());
+    ASSERT_TRUE(c.Send(next, {}, 1).ok());
+    std::vector<uint8_t> got;
+    ASSERT_TRUE(c.Recv(prev, &got, 1).ok());
+    EXPECT_EQ(got, std::vector<uint8_t>(prev + 3, static_cast<uint8_t>(prev)));
+    ASSERT_TRUE(c.Recv(prev, &got, 1).ok());
+    EXPECT_TRUE(got.empty());
+  }
+  // Odd ranks ranked in reverse (key = -rank): a sub-group's rank 0 is its highest world rank.
+  const int color = c.rank() % 2;
+  auto sub = c.Split(color, color == 0 ? c.rank() : -c.rank());
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const int members = (c.size() + (color == 0 ? 1 : 0)) / 2;
+  EXPECT_EQ((*sub)->size(), members);
+  EXPECT_EQ((*sub)->rank(), color == 0 ? c.rank() / 2 : members - 1 - c.rank() / 2);
+  CheckCollectives(**sub);
+  // The parent still works after (and between) its sub-groups' collectives.
+  EXPECT_TRUE(c.Barrier().ok());
+}
+
+TEST(LocalCommunicator, SendRecvAndSplit) {
+  for (int size : {1, 2, 3, 4}) OnLocalGroup(size, milliseconds(10000), CheckSendRecvAndSplit);
+}
+
+TEST(LocalCommunicator, RecvWithoutASenderTimesOut) {
+  auto comms = CreateLocalGroup(2, milliseconds(100));
+  std::vector<uint8_t> got;
+  const auto start = std::chrono::steady_clock::now();
+  Status s = comms[1]->Recv(0, &got, 2);  // two timeouts
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, milliseconds(190));
+  EXPECT_EQ(comms[0]->Send(0, got, 1).code(), StatusCode::kInvalidArgument);  // to itself
+}
+
 // Under mpirun (ctest: dist_mpi_shm, dist_mpi_tcp) the same checks run across processes.
 TEST(MpiCommunicator, CollectivesSumInRankOrder) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) GTEST_SKIP() << "not started by mpirun";
@@ -108,6 +149,19 @@ TEST(MpiCommunicator, CollectivesSumInRankOrder) {
   ASSERT_TRUE((*comm)->AllReduceSum(x.data(), n).ok());
   const std::vector<float> want = RankOrderSum((*comm)->size(), n);
   EXPECT_EQ(0, std::memcmp(x.data(), want.data(), n * sizeof(float)));
+  CheckSendRecvAndSplit(**comm);
+  // A large message (a prefill micro-batch's hidden states) between two ranks.
+  if ((*comm)->size() > 1 && (*comm)->rank() < 2) {
+    const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(want.data()),
+                                         want.size() * sizeof(float));
+    if ((*comm)->rank() == 0) {
+      ASSERT_TRUE((*comm)->Send(1, bytes, 1).ok());
+    } else {
+      std::vector<uint8_t> got;
+      ASSERT_TRUE((*comm)->Recv(0, &got, 1).ok());
+      EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin(), bytes.end()));
+    }
+  }
 }
 
 }  // namespace

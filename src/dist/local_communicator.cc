@@ -1,7 +1,10 @@
 #include "dist/local_communicator.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <map>
 #include <mutex>
 
 #include "fmt/format.h"
@@ -27,6 +30,34 @@ class LocalGroup {
     read(slots_);
     return Arrive(lock, &read_, &read_round_, false);
   }
+
+  // Point to point: one queue of messages per (from, to); a send never waits.
+  void Post(int from, int to, std::vector<uint8_t> bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    mailbox_[{from, to}].push_back(std::move(bytes));
+    cv_.notify_all();
+  }
+  Status Take(int from, int to, std::chrono::milliseconds timeout, std::vector<uint8_t>* bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::deque<std::vector<uint8_t>>& queue = mailbox_[{from, to}];
+    if (!cv_.wait_for(lock, timeout, [&] { return !queue.empty(); }))
+      return UnavailableError(
+          fmt::format("pipeline-parallel receive: rank {} sent nothing to rank {} within {} ms",
+                      from, to, timeout.count()));
+    *bytes = std::move(queue.front());
+    queue.pop_front();
+    return Status::Ok();
+  }
+
+  // The group of `size` ranks made by split number `split` for `color`: the first member to ask
+  // creates it, the others find it.
+  std::shared_ptr<LocalGroup> SubGroup(int64_t split, int color, int size) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shared_ptr<LocalGroup>& g = subgroups_[{split, color}];
+    if (g == nullptr) g = std::make_shared<LocalGroup>(size, timeout_);
+    return g;
+  }
+  std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
   // A barrier over `count` (generation `round`): the last rank to arrive releases the others.
@@ -57,6 +88,8 @@ class LocalGroup {
   std::vector<std::vector<uint8_t>> slots_;
   int deposited_ = 0, read_ = 0;
   int64_t deposit_round_ = 0, read_round_ = 0;
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> mailbox_;
+  std::map<std::pair<int64_t, int>, std::shared_ptr<LocalGroup>> subgroups_;
 };
 
 class LocalCommunicator : public Communicator {
@@ -105,9 +138,45 @@ class LocalCommunicator : public Communicator {
     return group_->Exchange(rank_, {}, false, [](const auto&) {});
   }
 
+  Status Send(int to, std::span<const uint8_t> bytes, int /*patience*/) override {
+    if (to < 0 || to >= size_ || to == rank_)
+      return InvalidArgumentError(fmt::format("Send from rank {} to rank {}", rank_, to));
+    group_->Post(rank_, to, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+    return Status::Ok();
+  }
+
+  Status Recv(int from, std::vector<uint8_t>* bytes, int patience) override {
+    if (from < 0 || from >= size_ || from == rank_)
+      return InvalidArgumentError(fmt::format("Recv on rank {} from rank {}", rank_, from));
+    return group_->Take(from, rank_, group_->timeout() * std::max(patience, 1), bytes);
+  }
+
+  StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override {
+    int32_t mine[2] = {color, key};
+    std::vector<std::pair<int, int>> members;  // (key, rank) of this color
+    RETURN_IF_ERROR(
+        group_->Exchange(rank_,
+                         std::vector<uint8_t>(reinterpret_cast<uint8_t*>(mine),
+                                              reinterpret_cast<uint8_t*>(mine) + sizeof(mine)),
+                         false, [&](const auto& slots) {
+                           for (int r = 0; r < size_; ++r) {
+                             int32_t theirs[2];
+                             std::memcpy(theirs, slots[r].data(), sizeof(theirs));
+                             if (theirs[0] == color) members.emplace_back(theirs[1], r);
+                           }
+                         }));
+    std::sort(members.begin(), members.end());
+    const int sub_rank = static_cast<int>(
+        std::find(members.begin(), members.end(), std::make_pair(key, rank_)) - members.begin());
+    const int sub_size = static_cast<int>(members.size());
+    return std::unique_ptr<Communicator>(std::make_unique<LocalCommunicator>(
+        group_->SubGroup(splits_++, color, sub_size), sub_rank, sub_size));
+  }
+
  private:
   std::shared_ptr<LocalGroup> group_;
   const int rank_, size_;
+  int64_t splits_ = 0;  // Split calls so far (the same on every rank)
 };
 
 }  // namespace

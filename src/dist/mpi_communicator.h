@@ -31,14 +31,24 @@ class MpiCommunicator : public Communicator {
   Status GatherToRoot(std::span<const uint8_t> mine,
                       std::vector<std::vector<uint8_t>>* all) override;
   Status Barrier() override;
+  // A message is a size, then the bytes (two MPI messages on the same tag: they arrive in
+  // order).
+  Status Send(int to, std::span<const uint8_t> bytes, int patience) override;
+  Status Recv(int from, std::vector<uint8_t>* bytes, int patience) override;
+  // A bounded barrier, then MPI_Comm_split (which has no non-blocking form: every rank is in
+  // the call by then).
+  StatusOr<std::unique_ptr<Communicator>> Split(int color, int key) override;
 
  private:
-  MpiCommunicator(int rank, int size, std::chrono::milliseconds timeout)
-      : rank_(rank), size_(size), timeout_(timeout) {}
+  struct Comm;  // the MPI_Comm (kept out of this header with mpi.h)
+  MpiCommunicator(std::unique_ptr<Comm> comm, int rank, int size, int world_rank,
+                  std::chrono::milliseconds timeout);
   // Completes a started request (an MPI_Request, as void* to keep mpi.h out of this header).
-  Status Wait(void* request, const char* what, bool wait_forever);
+  Status Wait(void* request, const char* what, bool wait_forever, int patience = 1);
 
+  std::unique_ptr<Comm> comm_;
   const int rank_, size_;
+  const int world_rank_;  // named in errors (this rank's place in MPI_COMM_WORLD)
   const std::chrono::milliseconds timeout_;
   std::vector<float> parts_;  // AllReduceSum's gathered partials [size][n]
 };

@@ -97,8 +97,9 @@ int RunUnderMpirun(int num_ranks, int threads_per_rank, char** argv) {
     }
     execvp("mpirun", cargs.data());
     std::fprintf(stderr,
-                 "error: --tensor-parallel-size %d needs OpenMPI's mpirun to start the ranks, and "
-                 "it cannot be run: %s (Debian: apt install openmpi-bin)\n",
+                 "error: %d ranks (--tensor-parallel-size x --pipeline-parallel-size) need "
+                 "OpenMPI's mpirun to start them, and it cannot be run: %s (Debian: apt install "
+                 "openmpi-bin)\n",
                  num_ranks, std::strerror(errno));
     _exit(127);
   }

@@ -32,6 +32,12 @@ struct EngineConfig {
   // RunTensorParallelWorker (backend/tensor_parallel_backend.h). Not owned.
   int tensor_parallel_size = 1;
   Communicator* tensor_parallel_group = nullptr;
+  // --pipeline-parallel-size: stages the layers are split into (docs/PARALLELISM.md). Above 1
+  // tensor_parallel_group is the world of tensor_parallel_size x pipeline_parallel_size ranks,
+  // laid out stage-major (backend/rank_placement.h). pipeline_layer_partition: layers per stage
+  // (PAGELLM_PP_LAYER_PARTITION); empty: vLLM's split.
+  int pipeline_parallel_size = 1;
+  std::vector<int> pipeline_layer_partition;
   // --max-model-len; 0 = the model's max_position_embeddings.
   int32_t max_model_len = 0;
   // A max_model_len beyond the model's max_position_embeddings is refused unless this is set

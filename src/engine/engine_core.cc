@@ -76,12 +76,15 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
         std::max(c.scheduler.num_lookahead_tokens, e->spec_->num_lookahead_tokens());
   }
   RETURN_IF_ERROR(c.scheduler.Validate());
-  if (c.tensor_parallel_size > 1 && (c.tensor_parallel_group == nullptr ||
-                                     c.tensor_parallel_group->size() != c.tensor_parallel_size))
+  const int ranks = c.tensor_parallel_size * c.pipeline_parallel_size;
+  if (c.tensor_parallel_size < 1 || c.pipeline_parallel_size < 1)
+    return InvalidArgumentError("--tensor-parallel-size and --pipeline-parallel-size must be >= 1");
+  if (ranks > 1 && (c.tensor_parallel_group == nullptr || c.tensor_parallel_group->size() != ranks))
     return FailedPreconditionError(fmt::format(
-        "--tensor-parallel-size {}: this process is not rank 0 of a group of {} processes "
-        "(pagellm starts them itself through mpirun; docs/PARALLELISM.md)",
-        c.tensor_parallel_size, c.tensor_parallel_size));
+        "--tensor-parallel-size {} x --pipeline-parallel-size {}: this process is not rank 0 of "
+        "a group of {} processes (pagellm starts them itself through mpirun; "
+        "docs/PARALLELISM.md)",
+        c.tensor_parallel_size, c.pipeline_parallel_size, ranks));
 
   ASSIGN_OR_RETURN(e->kv_report_,
                    SizeKvCache(*e->model_, c, e->spec_ ? e->spec_->draft_model() : nullptr));
@@ -108,7 +111,9 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
     e->backend_ = std::move(backend);
   } else {
     BackendOptions options(e->pool_.get(), c.max_model_len);
-    options.tensor_parallel_group = c.tensor_parallel_size > 1 ? c.tensor_parallel_group : nullptr;
+    options.tensor_parallel_group = ranks > 1 ? c.tensor_parallel_group : nullptr;
+    options.pipeline.pipeline_parallel_size = c.pipeline_parallel_size;
+    options.pipeline.layer_partition = c.pipeline_layer_partition;
     ASSIGN_OR_RETURN(e->backend_, CreateBackend(*e->model_, options));
   }
   // The secondary pool has no null block.
@@ -119,7 +124,7 @@ StatusOr<std::unique_ptr<EngineCore>> EngineCore::Build(const EngineConfig& conf
   // The key space keeps prefix-cache entries of different models / cache layouts apart.
   KvCacheManager kv_manager(c.block_size, shape.num_blocks, c.enable_prefix_caching,
                             c.max_model_len, r.num_swap_blocks,
-                            KvCacheKeySpace(e->backend_->kv_shape()), r.kv_group_windows);
+                            KvCacheKeySpace(e->backend_->model_kv_shape()), r.kv_group_windows);
   e->scheduler_ = std::make_unique<Scheduler>(c.scheduler, std::move(kv_manager));
   e->seeds_ = SeedSource(c.seed);
 

@@ -62,6 +62,9 @@ class EngineCore {
 
   EngineStats stats() const;
   const KvCacheReport& kv_report() const { return kv_report_; }
+  // The KV cache this process allocated: the whole model's, or under tensor and pipeline
+  // parallelism rank 0's part (every rank holds as many blocks of its own part).
+  const KvCacheShape& local_kv_shape() const { return backend_->kv_shape(); }
   // The block tables (for tests and debugging: blocks held per request and KV cache group).
   const KvCacheManager& kv_cache_manager() const { return scheduler_->kv_cache_manager(); }
   const ModelConfig& model_config() const { return model_->config; }

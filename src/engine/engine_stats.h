@@ -13,6 +13,9 @@ namespace pagellm {
 // How the KV cache was sized at start-up (logged, and checked against `pagellm plan`).
 struct KvCacheReport {
   int64_t weights_bytes = 0;
+  // Under tensor and pipeline parallelism the largest rank's (the plan is per device); else
+  // weights_bytes.
+  int64_t weights_bytes_per_device = 0;
   int64_t activation_bytes = 0;
   int64_t kv_bytes_per_token = 0;
   KvElementFormat kv_format;    // resolved --kv-cache-dtype (storage_dtype: what is stored)

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/backend_factory.h"
+#include "backend/rank_placement.h"
 #include "planner/byte_size.h"
 #include "planner/cpu_plan.h"
 #include "spdlog/spdlog.h"
@@ -24,9 +25,19 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
   o.max_num_seqs = config.scheduler.max_num_seqs;
   o.kv_cache_dtype = config.kv_cache_dtype;
   o.kv_cache_dtype_skip_layers = config.kv_cache_dtype_skip_layers;
-  // Tensor-parallel ranks and a draft model take one full block table per request.
-  o.free_kv_outside_windows = config.tensor_parallel_size <= 1 && draft == nullptr &&
-                              !config.disable_hybrid_kv_cache_manager;
+  // Tensor- and pipeline-parallel ranks and a draft model take one full block table per
+  // request.
+  const int tp = config.tensor_parallel_size, pp = config.pipeline_parallel_size;
+  o.free_kv_outside_windows =
+      tp <= 1 && pp <= 1 && draft == nullptr && !config.disable_hybrid_kv_cache_manager;
+  if (tp * pp > 1) {
+    // Per device (rank): the largest rank's weights; a block is a rank's heads of its stage.
+    o.tensor_parallel_size = tp;
+    o.pipeline_parallel_size = pp;
+    o.layer_partition = config.pipeline_layer_partition;
+    ASSIGN_OR_RETURN(o.weights_bytes_per_device,
+                     LargestRankWeightBytes(model, tp, pp, o.layer_partition));
+  }
   o.activation_bytes =
       BackendActivationBytes(BackendKind::kCpu, mc, config.scheduler.max_num_batched_tokens,
                              config.scheduler.max_num_seqs);
@@ -55,6 +66,7 @@ StatusOr<KvCacheReport> SizeKvCache(const LoadedModel& model, const EngineConfig
       FormatBytes(plan.kv_cache_bytes_allocated), plan.kv_cache_bytes_allocated);
   KvCacheReport r;
   r.weights_bytes = plan.weights_bytes;
+  r.weights_bytes_per_device = plan.weights_bytes_per_device;
   r.activation_bytes = plan.activation_bytes;
   r.kv_bytes_per_token = plan.kv_bytes_per_token;
   r.kv_format = plan.input.kv_format;

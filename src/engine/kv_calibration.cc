@@ -22,9 +22,8 @@ std::string_view KvCalibrationText() {
 
 StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tokenizer& tokenizer,
                                              int max_model_len, bool calculate_kv_scales,
-                                             const KvCacheStorage& kv_storage, ThreadPool* pool) {
-  const KvCacheStorage* kv = &kv_storage;
-  const KvCacheShape& shape = kv->shape();
+                                             const KvCacheShape& shape, ThreadPool* pool) {
+  const KvCacheShape* kv = &shape;  // its per-layer dtypes
   // The whole model's KV heads, whatever part of them `kv` holds.
   KvCalibration cal;
   cal.num_kv_heads = model.config.num_kv_heads;
@@ -188,7 +187,7 @@ StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tok
 Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
                         bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool) {
   ASSIGN_OR_RETURN(KvCalibration cal, ComputeKvCalibration(model, tokenizer, max_model_len,
-                                                           calculate_kv_scales, *kv, pool));
+                                                           calculate_kv_scales, kv->shape(), pool));
   return ApplyKvCalibration(cal, 0, kv);
 }
 
@@ -196,7 +195,7 @@ Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, in
                         bool calculate_kv_scales, Backend* backend, ThreadPool* pool) {
   ASSIGN_OR_RETURN(KvCalibration cal,
                    ComputeKvCalibration(model, tokenizer, max_model_len, calculate_kv_scales,
-                                        backend->kv_cache(), pool));
+                                        backend->model_kv_shape(), pool));
   return backend->SetKvCalibration(cal);
 }
 

@@ -34,21 +34,22 @@ namespace pagellm {
 // The calibration text (plain narrative English, a few hundred characters).
 std::string_view KvCalibrationText();
 
-// The calibration of a cache whose layers are stored as `kv`'s are, over all of `model`'s KV
-// heads (whatever heads `kv` holds: one tensor-parallel rank's pool gets the same numbers as a
-// whole one); no layer set when none is stored in a quantised format and calculate_kv_scales
-// is off. At most min(256, max_model_len) tokens of the text, BOS first, prefilled through the
-// whole model on this process. `pool` may be null.
+// The calibration of a cache whose layers are stored as `shape` says (the whole model's: every
+// layer), over all of `model`'s KV heads (whatever heads and layers a rank's pool holds: each
+// rank of a split model applies its part of the same numbers); no layer set when none is stored
+// in a quantised format and calculate_kv_scales is off. At most min(256, max_model_len) tokens
+// of the text, BOS first, prefilled through the whole model on this process. `pool` may be
+// null.
 StatusOr<KvCalibration> ComputeKvCalibration(const LoadedModel& model, const Tokenizer& tokenizer,
                                              int max_model_len, bool calculate_kv_scales,
-                                             const KvCacheStorage& kv, ThreadPool* pool);
+                                             const KvCacheShape& shape, ThreadPool* pool);
 
 // Calibrates `kv` (already created for the whole `model`) in place.
 Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
                         bool calculate_kv_scales, KvCacheStorage* kv, ThreadPool* pool);
 
-// Calibrates the primary pool of `backend` (Backend::SetKvCalibration: under tensor
-// parallelism every rank's heads).
+// Calibrates the primary pool of `backend` (Backend::SetKvCalibration: under tensor and
+// pipeline parallelism every rank's heads and layers).
 Status CalibrateKvCache(const LoadedModel& model, const Tokenizer& tokenizer, int max_model_len,
                         bool calculate_kv_scales, Backend* backend, ThreadPool* pool);
 

@@ -42,6 +42,8 @@ StatusOr<std::unique_ptr<ModelSession>> ModelSession::Open(const SessionOptions&
   s->pool_ = std::make_unique<ThreadPool>(o.threads);
   BackendOptions backend_options(s->pool_.get(), s->max_model_len_);
   backend_options.tensor_parallel_group = o.tensor_parallel_group;
+  backend_options.pipeline.pipeline_parallel_size = o.pipeline_parallel_size;
+  backend_options.pipeline.layer_partition = o.pipeline_layer_partition;
   ASSIGN_OR_RETURN(s->backend_, CreateBackend(*s->model_, backend_options));
   RETURN_IF_ERROR(s->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
   if (s->tokenizer_) {

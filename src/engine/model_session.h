@@ -33,6 +33,9 @@ struct SessionOptions {
   // A tensor-parallel group of more than one rank, this process its rank 0 (not owned;
   // BackendOptions::tensor_parallel_group). Null: the whole model here.
   Communicator* tensor_parallel_group = nullptr;
+  // Pipeline stages (BackendOptions::pipeline); tensor_parallel_group is then the world.
+  int pipeline_parallel_size = 1;
+  std::vector<int> pipeline_layer_partition;
 };
 
 class ModelSession {

@@ -60,7 +60,10 @@ class Evaluator::Pass {
     shape.skip_layers = format.skip_layers;
     shape.skip_dtype = format.skip_dtype;
     BackendOptions options(pool, max_positions);
-    options.tensor_parallel_group = c.tensor_parallel_size > 1 ? c.tensor_parallel_group : nullptr;
+    const bool split = c.tensor_parallel_size * c.pipeline_parallel_size > 1;
+    options.tensor_parallel_group = split ? c.tensor_parallel_group : nullptr;
+    options.pipeline.pipeline_parallel_size = c.pipeline_parallel_size;
+    options.pipeline.layer_partition = c.pipeline_layer_partition;
     ASSIGN_OR_RETURN(p->backend_, CreateBackend(model, options));
     RETURN_IF_ERROR(p->backend_->AllocateKvCache(shape, /*num_swap_blocks=*/0));
     // The same start-up calibration (K smoothing, fp8 scales) as EngineCore::Create.
@@ -302,11 +305,12 @@ StatusOr<PerplexityResult> Evaluator::Perplexity(const std::vector<std::vector<i
 
 StatusOr<KlResult> Evaluator::CompareWithModelDtype(const std::vector<std::vector<int32_t>>& docs,
                                                     const EvalOptions& options) {
-  // A tensor-parallel group runs one backend at a time (its workers hold one shard state).
-  if (config_.tensor_parallel_size > 1)
+  // A tensor- or pipeline-parallel group runs one backend at a time (its workers hold one
+  // state).
+  if (config_.tensor_parallel_size > 1 || config_.pipeline_parallel_size > 1)
     return UnimplementedError(
-        "eval kl holds two KV caches at once, which --tensor-parallel-size > 1 does not support "
-        "yet (eval perplexity does)");
+        "eval kl holds two KV caches at once, which --tensor-parallel-size > 1 and "
+        "--pipeline-parallel-size > 1 do not support yet (eval perplexity does)");
   ASSIGN_OR_RETURN(Plan plan, MakePlan(docs, options));
   EngineConfig ref_config = config_;
   ref_config.kv_cache_dtype = KvCacheDtype::kAuto;

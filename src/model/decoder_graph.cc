@@ -83,6 +83,25 @@ void EmitDecoderOutputs(const LoadedModel& model, const ForwardBatch& batch, For
   out->hidden_size = static_cast<int32_t>(hidden);
 }
 
+void BeginDecoderStage(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                       float* x) {
+  if (model.weights.layer_begin == 0) {
+    ops.Embed(model.weights.embed, batch.token_ids, x);
+    return;
+  }
+  ops.ReceiveStageInput(x, static_cast<int64_t>(batch.token_ids.size()) * model.config.hidden_size);
+}
+
+void EndDecoderStage(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                     const float* x, int logit_in_slot, ForwardOutput* out) {
+  const ModelWeights& mw = model.weights;
+  if (mw.layer_begin + static_cast<int>(mw.layers.size()) == model.config.num_layers) {
+    EmitDecoderOutputs(model, batch, ops, x, logit_in_slot, out);
+    return;
+  }
+  ops.SendStageOutput(x, static_cast<int64_t>(batch.token_ids.size()) * model.config.hidden_size);
+}
+
 void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
                     ForwardOutput* out) {
   const ModelConfig& c = model.config;
@@ -100,9 +119,10 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
   float* gate = ops.Scratch(kGate, t_count * inter);
   float* up = ops.Scratch(kUp, t_count * inter);
 
-  ops.Embed(mw.embed, batch.token_ids, x);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& w = mw.layers[l];
+  BeginDecoderStage(model, batch, ops, x);
+  for (size_t i = 0; i < mw.layers.size(); ++i) {
+    const int l = mw.layer_begin + static_cast<int>(i);  // the model's layer index
+    const LayerWeights& w = mw.layers[i];
     // Attention.
     ops.RmsNorm(x, w.attn_norm.data(), c.rms_norm_eps, h, t_count, hidden);
     const MatMulOutput qkv[] = {{&w.wq, q}, {&w.wk, k}, {&w.wv, v}};
@@ -139,7 +159,7 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
     ops.AddAllReduced(x, proj, t_count * hidden);
   }
 
-  EmitDecoderOutputs(model, batch, ops, x, kLogitIn, out);
+  EndDecoderStage(model, batch, ops, x, kLogitIn, out);
 }
 
 }  // namespace pagellm

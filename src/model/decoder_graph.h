@@ -11,7 +11,9 @@
 // tensor_parallel_shard.h) `model` is one rank's shard: the two residual adds of a layer sum
 // the ranks' partial projections (ForwardOps::AddAllReduced; in a sparse layer the partial
 // MoeFfn output of each rank's share of every expert), and the ops embed and produce logits
-// over the whole vocabulary.
+// over the whole vocabulary. Under pipeline parallelism (model/pipeline_stage.h) `model` holds
+// one stage's layers: it starts from the previous stage's residual stream and hands its own to
+// the next (BeginDecoderStage / EndDecoderStage).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,16 @@ void ForwardDecoder(const LoadedModel& model, const ForwardBatch& batch, Forward
 // hidden states of the sequences that asked for them.
 void EmitDecoderOutputs(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
                         const float* x, int logit_in_slot, ForwardOutput* out);
+
+// The residual stream x [T][hidden] before the first layer `model` holds: the token
+// embeddings, or in a pipeline stage after the first (ModelWeights::layer_begin > 0) what the
+// previous stage sent (ForwardOps::ReceiveStageInput).
+void BeginDecoderStage(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                       float* x);
+// After the last layer `model` holds: EmitDecoderOutputs when that is the model's last layer,
+// else x sent on to the next pipeline stage (ForwardOps::SendStageOutput; `out` is untouched).
+void EndDecoderStage(const LoadedModel& model, const ForwardBatch& batch, ForwardOps& ops,
+                     const float* x, int logit_in_slot, ForwardOutput* out);
 
 int64_t DecoderActivationFloats(const ModelConfig& config, int64_t num_tokens,
                                 int64_t num_logit_rows);

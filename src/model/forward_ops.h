@@ -15,6 +15,7 @@
 #include "kernels/weight_matrix.h"
 #include "model/model_config.h"
 #include "model/model_weights.h"
+#include "pagellm/check.h"
 
 namespace pagellm {
 
@@ -73,6 +74,17 @@ class ForwardOps {
   // out->logits [rows][vocab] = x [rows][hidden] · lm_headᵀ in host memory; sets vocab_size.
   virtual void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
                       ForwardOutput* out) = 0;
+
+  // Pipeline parallelism (model/pipeline_stage.h): a stage after the first starts from x [n],
+  // the residual stream the previous stage's last layer produced for this batch; a stage before
+  // the last hands its own on. Only the ops of a pipeline stage (backend/pipeline_stage_ops.h)
+  // implement them; a whole model never calls them.
+  virtual void ReceiveStageInput(float* /*x*/, int64_t /*n*/) {
+    CHECK(false) << "ReceiveStageInput outside a pipeline stage";
+  }
+  virtual void SendStageOutput(const float* /*x*/, int64_t /*n*/) {
+    CHECK(false) << "SendStageOutput outside a pipeline stage";
+  }
 };
 
 }  // namespace pagellm

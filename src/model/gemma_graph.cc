@@ -45,10 +45,11 @@ void ForwardGemma(const LoadedModel& model, const ForwardBatch& batch, ForwardOp
   float* gate = ops.Scratch(kGate, t_count * inter);
   float* up = ops.Scratch(kUp, t_count * inter);
 
-  ops.Embed(mw.embed, batch.token_ids, x);
-  ops.Scale(x, c.embedding_scale, t_count * hidden);
-  for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& w = mw.layers[l];
+  BeginDecoderStage(model, batch, ops, x);
+  if (mw.layer_begin == 0) ops.Scale(x, c.embedding_scale, t_count * hidden);
+  for (size_t i = 0; i < mw.layers.size(); ++i) {
+    const int l = mw.layer_begin + static_cast<int>(i);  // the model's layer index
+    const LayerWeights& w = mw.layers[i];
     // Attention, its output normed before the residual add.
     ops.RmsNorm(x, w.attn_norm.data(), eps, h, t_count, hidden);
     const MatMulOutput qkv[] = {{&w.wq, q}, {&w.wk, k}, {&w.wv, v}};
@@ -76,7 +77,7 @@ void ForwardGemma(const LoadedModel& model, const ForwardBatch& batch, ForwardOp
     ops.RmsNorm(proj, w.post_ffn_norm.data(), eps, proj, t_count, hidden);
     ops.Add(x, proj, t_count * hidden);
   }
-  EmitDecoderOutputs(model, batch, ops, x, kLogitIn, out);
+  EndDecoderStage(model, batch, ops, x, kLogitIn, out);
 }
 
 }  // namespace pagellm

@@ -59,6 +59,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;  // [hidden]
   WeightMatrix lm_head;           // [vocab, hidden]; same bytes as embed when tied
+  // The decoder layers held: [layer_begin, layer_begin + layers.size()) of config.num_layers
+  // (all of them but in a pipeline stage, model/pipeline_stage.h, which holds the embedding only
+  // when layer_begin is 0 and the final norm and lm_head only when it ends with the last layer).
+  int layer_begin = 0;
   // Bytes of all weights as the kernels read them: as stored, or as converted (--dtype) or
   // repacked (AWQ / GPTQ) at load.
   int64_t total_bytes = 0;

@@ -160,13 +160,15 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
   const ModelWeights& fw = full.weights;
   ModelWeights& w = shard->weights;
   WeightStore* store = &shard->repacked;
-  w.embed = RowSlice(fw.embed, l.vocab_begin, l.vocab);
-  w.lm_head = RowSlice(fw.lm_head, l.vocab_begin, l.vocab);
+  // A pipeline stage (model/pipeline_stage.h) may hold neither table, and some of the layers.
+  if (fw.embed.data != nullptr) w.embed = RowSlice(fw.embed, l.vocab_begin, l.vocab);
+  if (fw.lm_head.data != nullptr) w.lm_head = RowSlice(fw.lm_head, l.vocab_begin, l.vocab);
   w.final_norm = fw.final_norm;
+  w.layer_begin = fw.layer_begin;
   for (size_t i = 0; i < fw.layers.size(); ++i) {
     const LayerWeights& f = fw.layers[i];
     LayerWeights s;
-    const std::string layer = fmt::format("layer {} ", i);
+    const std::string layer = fmt::format("layer {} ", fw.layer_begin + i);
     s.attn_norm = f.attn_norm;
     s.wq = RowSlice(f.wq, q0, qn);
     s.wk = RowSlice(f.wk, kv0, kvn);

@@ -39,13 +39,18 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
     in.kv_layers_per_group = groups.layers_per_group;
   }
   in.model = config;
-  in.device_name = "CPU";
-  in.tensor_parallel_size = 1;
-  in.device_memory_bytes = o.host_memory_bytes > 0
-                               ? o.host_memory_bytes
-                               : static_cast<int64_t>(AvailableHostMemoryBytes());
+  in.tensor_parallel_size = o.tensor_parallel_size;
+  in.pipeline_parallel_size = o.pipeline_parallel_size;
+  in.layer_partition = o.layer_partition;
+  // The ranks share the host evenly.
+  const int64_t ranks = std::max(1, o.tensor_parallel_size * o.pipeline_parallel_size);
+  const int64_t host = o.host_memory_bytes > 0 ? o.host_memory_bytes
+                                               : static_cast<int64_t>(AvailableHostMemoryBytes());
+  in.device_name = ranks > 1 ? fmt::format("CPU (1/{} of the host)", ranks) : "CPU";
+  in.device_memory_bytes = host / ranks;
   in.gpu_memory_utilization = o.gpu_memory_utilization;
   in.weights = WeightsFromTotal(weights_bytes, num_parameters, 1);
+  if (o.weights_bytes_per_device) in.weights.bytes_per_device = *o.weights_bytes_per_device;
   in.activation_bytes = o.activation_bytes >= 0
                             ? o.activation_bytes
                             : CpuActivationBytes(config, o.max_num_batched_tokens, o.max_num_seqs);
@@ -55,12 +60,12 @@ StatusOr<MemoryPlan> ComputeCpuKvPlan(const ModelConfig& config, int64_t weights
   in.kv_cache_memory_bytes = o.kv_cache_memory;
   in.num_gpu_blocks_override = o.num_gpu_blocks_override;
   if (o.host_free_bytes) {
-    in.free_memory_bytes = *o.host_free_bytes;
+    in.free_memory_bytes = *o.host_free_bytes / ranks;
   } else if (o.host_memory_bytes <= 0) {
     const uint64_t free = FreeHostMemoryBytes();
-    if (free > 0) in.free_memory_bytes = static_cast<int64_t>(free);
+    if (free > 0) in.free_memory_bytes = static_cast<int64_t>(free) / ranks;
   }
-  in.free_memory_headroom_bytes = std::max<int64_t>(int64_t{1} << 30, in.device_memory_bytes / 10);
+  in.free_memory_headroom_bytes = std::max<int64_t>(int64_t{1} << 30, host / 10) / ranks;
   return ComputeMemoryPlan(in);
 }
 
@@ -101,6 +106,8 @@ StatusOr<MemoryPlan> ComputeCpuKvPlanWithDraft(const ModelConfig& config, int64_
   // The draft reads and writes through the target's block tables: one full table each.
   o.free_kv_outside_windows = false;
   const int64_t weights = weights_bytes + draft.weights_bytes;
+  // Split across ranks, the draft runs on rank 0, whose budget sets every rank's blocks.
+  if (o.weights_bytes_per_device) *o.weights_bytes_per_device += draft.weights_bytes;
   if (!o.num_gpu_blocks_override && draft.kv_bytes_per_token > 0) {
     // The budget left after both models' weights and activations, shared by the two caches in
     // proportion to their bytes per token.

@@ -5,8 +5,13 @@
 // cgroup limits), scaled by --gpu-memory-utilization, minus the weights as loaded and the
 // backend's activation scratch for one step of max_num_batched_tokens tokens; unlike on a GPU,
 // the budget is further bounded by the memory free at start-up less a headroom
-// (CpuKvOptions::host_free_bytes), because the host is shared with other processes. There is
-// no tensor parallelism.
+// (CpuKvOptions::host_free_bytes), because the host is shared with other processes.
+//
+// Split across tp x pp ranks (tensor and pipeline parallelism), the plan is per device, a
+// device being one rank and 1/(tp x pp) of this host (pagellm starts every rank on the machine
+// it runs on): host memory, free memory and headroom are divided among the ranks, the weights
+// are the largest rank's (RankWeightBytes), a block holds one rank's KV heads of its stage's
+// layers, and every rank allocates the same number of blocks.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +53,14 @@ struct CpuKvOptions {
   std::optional<int64_t> host_free_bytes;
   // Free the KV blocks that sliding-window layers no longer see (KV cache groups,
   // CpuKvCacheGroups). Off where block tables must be single full tables: beside a draft
-  // model (it reads the target's table) and under tensor parallelism.
+  // model (it reads the target's table) and under tensor or pipeline parallelism.
   bool free_kv_outside_windows = true;
+  // The split: ranks per stage, stages and layers per stage (PlanInput's), and the weight bytes
+  // of the largest rank (unset: the whole model's, one rank).
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  std::vector<int> layer_partition;
+  std::optional<int64_t> weights_bytes_per_device;
 };
 
 // The KV cache groups (kv/kv_cache_groups.h) of the CPU engine for `config` with KV format

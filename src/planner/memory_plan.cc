@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kv/kv_cache_groups.h"
+#include "model/pipeline_stage.h"
 #include "planner/byte_size.h"
 
 namespace pagellm {
@@ -14,6 +15,13 @@ namespace {
 Status ValidateInput(const PlanInput& in) {
   RETURN_IF_ERROR(in.model.Validate());
   RETURN_IF_ERROR(ValidateTensorParallel(in.model, in.tensor_parallel_size));
+  RETURN_IF_ERROR(
+      PartitionLayers(in.model.num_layers, in.pipeline_parallel_size, in.layer_partition).status());
+  if (in.pipeline_parallel_size > 1 && !in.kv_group_windows.empty()) {
+    return InvalidArgumentError(
+        "--pipeline-parallel-size: KV cache groups (sliding-window layers freeing blocks) are not "
+        "split across stages; give --disable-hybrid-kv-cache-manager");
+  }
   if (!(in.gpu_memory_utilization > 0.0 && in.gpu_memory_utilization <= 1.0)) {
     return InvalidArgumentError(
         fmt::format("--gpu-memory-utilization {} must be in (0, 1]", in.gpu_memory_utilization));
@@ -66,6 +74,17 @@ int64_t LargestFittingLength(int64_t upper, const std::function<bool(int64_t)>& 
 
 namespace {
 
+// KV bytes per token of one device of stage `l`: its layers (those of them listed in the skip
+// layers in the skip dtype) of `heads` KV heads.
+int64_t StageKvBytesPerToken(const KvElementFormat& format, const StageLayout& l, int heads,
+                             int head_dim) {
+  KvElementFormat stage = format;
+  stage.skip_layers.clear();
+  for (int layer : format.skip_layers)
+    if (layer >= l.layer_begin && layer < l.layer_end) stage.skip_layers.push_back(layer);
+  return KvBytesPerToken(stage, l.num_layers(), heads, head_dim);
+}
+
 // Lowers p->kv_cache_budget_bytes to the free-memory bound of PlanInput (see there) and says
 // so in p->kv_budget_capped_by.
 void ApplyFreeMemoryBound(const PlanInput& in, MemoryPlan* p) {
@@ -109,8 +128,18 @@ StatusOr<MemoryPlan> ComputeMemoryPlan(const PlanInput& in) {
 
   p.kv_heads_per_device = KvHeadsPerDevice(c, tp);
   p.kv_bytes_per_token = KvBytesPerToken(in.kv_format, c.num_layers, c.num_kv_heads, c.head_dim);
-  p.kv_bytes_per_token_per_device =
-      KvBytesPerToken(in.kv_format, c.num_layers, p.kv_heads_per_device, c.head_dim);
+  // Every stage's devices hold the same number of blocks: the stage with the most KV per token
+  // sets the block size in bytes.
+  const std::vector<int> stages =
+      PartitionLayers(c.num_layers, in.pipeline_parallel_size, in.layer_partition).value();
+  for (int s = 0; s < in.pipeline_parallel_size; ++s) {
+    const StageLayout l = StageOf(stages, s);
+    const int64_t bytes = StageKvBytesPerToken(in.kv_format, l, p.kv_heads_per_device, c.head_dim);
+    if (bytes > p.kv_bytes_per_token_per_device) {
+      p.kv_bytes_per_token_per_device = bytes;
+      p.kv_layers_per_device = l.num_layers();
+    }
+  }
   const bool grouped = !in.kv_group_windows.empty();
   auto blocks_for = [&in, grouped](int64_t len) {
     return grouped ? BlocksPerRequest(in.kv_group_windows, in.block_size, len)

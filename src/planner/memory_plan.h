@@ -1,9 +1,10 @@
 // KV-cache capacity planning with vLLM's semantics, as pure arithmetic (no I/O).
 //
-// Per device (tensor-parallel rank):
+// Per device (tensor-parallel rank of a pipeline stage):
 //   usable           = floor(device_memory x gpu_memory_utilization)
 //   KV budget        = usable - weights_per_device - activation_peak, or --kv-cache-memory
-//   KV bytes/token   = 2 x layers x kv_heads_per_device x (head_dim x dtype bytes + scale bytes)
+//   KV bytes/token   = 2 x stage layers x kv_heads_per_device x (head_dim x dtype bytes + scale
+//                      bytes), for the stage whose layers take the most
 //   bytes per block  = KV bytes/token x block_size
 //   num_blocks       = floor(KV budget / bytes per block), or --num-gpu-blocks-override
 //   blocks/request   = ceil(max_model_len / block_size)
@@ -36,8 +37,13 @@ inline constexpr int64_t kMaxPlannedBlocks = int64_t{INT32_MAX} - 1;
 
 struct PlanInput {
   ModelConfig model;
-  std::string device_name;              // for messages ("A100-80GB", "CPU", "custom")
-  int tensor_parallel_size = 1;         // devices; weights and KV heads split across them
+  std::string device_name;       // for messages ("A100-80GB", "CPU", "custom")
+  int tensor_parallel_size = 1;  // devices; weights and KV heads split across them
+  // Pipeline stages (model/pipeline_stage.h): tensor_parallel_size devices each, every stage
+  // holding its layers' weights and KV; layers per stage as PartitionLayers makes them from
+  // layer_partition (empty: vLLM's rule). KV cache groups cannot be planned across stages.
+  int pipeline_parallel_size = 1;
+  std::vector<int> layer_partition;
   int64_t device_memory_bytes = 0;      // per device
   double gpu_memory_utilization = 0.9;  // fraction of device memory for weights+activations+KV
   WeightsFootprint weights;             // total and per device
@@ -77,8 +83,10 @@ struct MemoryPlan {
 
   // KV geometry.
   int kv_heads_per_device = 0;
-  int64_t kv_bytes_per_token = 0;             // whole model: 2 x layers x kv_heads x head_dim x b
-  int64_t kv_bytes_per_token_per_device = 0;  // one rank (replicated heads counted per rank)
+  int kv_layers_per_device = 0;    // the layers of the stage whose KV per token is largest
+  int64_t kv_bytes_per_token = 0;  // whole model: 2 x layers x kv_heads x head_dim x b
+  // One rank (replicated heads counted per rank; the largest stage's layers).
+  int64_t kv_bytes_per_token_per_device = 0;
   // One rank, block_size tokens of every layer, or of kv_layers_per_group layers with groups.
   int64_t kv_bytes_per_block = 0;
   // ceil(max_model_len / block_size); with groups, over all groups while decoding: full

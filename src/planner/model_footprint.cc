@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "model/arch_spec.h"
+#include "model/pipeline_stage.h"
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -33,7 +34,8 @@ int KvHeadsPerDevice(const ModelConfig& c, int tp) {
   return (c.num_kv_heads + tp - 1) / tp;
 }
 
-WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_parameter, int tp) {
+WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_parameter, int tp, int pp,
+                                 const std::vector<int>& partition) {
   CHECK(ValidateTensorParallel(c, tp).ok()) << "invalid tensor-parallel split";
   const int64_t inter = c.intermediate_size, vocab = c.vocab_size;
   // Heads split by tp (KV heads replicated when fewer than tp); MLP rows and vocab rounded up.
@@ -50,6 +52,26 @@ WeightsFootprint EstimateWeights(const ModelConfig& c, int64_t bytes_per_paramet
   WeightsFootprint w;
   w.num_parameters = spec.count_parameters(c, full);
   w.num_parameters_per_device = spec.count_parameters(c, rank);
+  if (pp > 1) {
+    StatusOr<std::vector<int>> stages = PartitionLayers(c.num_layers, pp, partition);
+    CHECK(stages.ok()) << stages.status().message();
+    // The layers [begin, end) of a rank: the count up to `end` layers less the count up to
+    // `begin` (the embedding, lm_head and final norm cancel; per-layer kinds stay exact).
+    auto upto = [&](int layers) {
+      ModelConfig head = c;
+      head.num_layers = layers;
+      return spec.count_parameters(head, rank);
+    };
+    const int64_t table = rank.vocab * int64_t{c.hidden_size};
+    w.num_parameters_per_device = 0;
+    for (int s = 0; s < pp; ++s) {
+      const StageLayout l = StageOf(*stages, s);
+      int64_t n = upto(l.layer_end) - upto(l.layer_begin);
+      if (l.first() || (l.last() && c.tie_word_embeddings)) n += table;
+      if (l.last()) n += (c.tie_word_embeddings ? 0 : table) + c.hidden_size;
+      w.num_parameters_per_device = std::max(w.num_parameters_per_device, n);
+    }
+  }
   w.bytes = w.num_parameters * bytes_per_parameter;
   w.bytes_per_device = w.num_parameters_per_device * bytes_per_parameter;
   return w;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "model/model_config.h"
 #include "pagellm/status.h"
@@ -33,10 +34,16 @@ struct WeightsFootprint {
 // q (q_dim x hidden), k and v (kv_dim x hidden), o (hidden x q_dim), gate and up
 // (intermediate x hidden), down (hidden x intermediate), two RMSNorm vectors (hidden), q/k/v
 // biases when attention_bias, and the final norm. Requires ValidateTensorParallel(config, tp).
-WeightsFootprint EstimateWeights(const ModelConfig& config, int64_t bytes_per_parameter, int tp);
+// With pp > 1 pipeline stages (layers per stage: PartitionLayers(num_layers, pp, partition),
+// which must succeed), a device holds its stage's layers, the embedding on the first stage, the
+// final norm and lm_head on the last (the embedding table too when tied); per device is the
+// largest stage's.
+WeightsFootprint EstimateWeights(const ModelConfig& config, int64_t bytes_per_parameter, int tp,
+                                 int pp = 1, const std::vector<int>& partition = {});
 
-// Weights known in total (read from files: quantised GGUF, mixed dtypes): each rank holds
-// ceil(total / tp) bytes. This ignores replicated norms, which are < 0.01% of a model.
+// Weights known in total (read from files: quantised GGUF, mixed dtypes): each of the tp
+// devices (tp x pp with pipeline stages) holds ceil(total / tp) bytes. This ignores replicated
+// norms, which are < 0.01% of a model, and uneven stages.
 WeightsFootprint WeightsFromTotal(int64_t total_bytes, int64_t num_parameters, int tp);
 
 // Activation peak of one forward step on one GPU rank, for T = max_num_batched_tokens tokens

@@ -16,6 +16,8 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"device", in.device_name},
       {"device_memory_bytes", in.device_memory_bytes},
       {"tensor_parallel_size", in.tensor_parallel_size},
+      {"pipeline_parallel_size", in.pipeline_parallel_size},
+      {"num_devices", in.tensor_parallel_size * in.pipeline_parallel_size},
       {"gpu_memory_utilization", in.gpu_memory_utilization},
       {"usable_memory_bytes", p.usable_memory_bytes},
       {"num_parameters", in.weights.num_parameters},
@@ -31,6 +33,7 @@ nlohmann::json PlanToJson(const MemoryPlan& p) {
       {"num_layers", in.model.num_layers},
       {"num_kv_heads", in.model.num_kv_heads},
       {"kv_heads_per_device", p.kv_heads_per_device},
+      {"kv_layers_per_device", p.kv_layers_per_device},
       {"head_dim", in.model.head_dim},
       {"kv_bytes_per_token", p.kv_bytes_per_token},
       {"kv_bytes_per_token_per_device", p.kv_bytes_per_token_per_device},
@@ -60,7 +63,12 @@ std::string PlanTable(const MemoryPlan& p) {
   const PlanInput& in = p.input;
   auto bytes = [](int64_t b) { return fmt::format("{} ({})", b, FormatBytes(b)); };
   std::vector<std::pair<std::string, std::string>> rows = {
-      {"device", fmt::format("{} x {}", in.tensor_parallel_size, in.device_name)},
+      {"device",
+       in.pipeline_parallel_size > 1
+           ? fmt::format("{} x {} ({} pipeline stages of {})",
+                         in.tensor_parallel_size * in.pipeline_parallel_size, in.device_name,
+                         in.pipeline_parallel_size, in.tensor_parallel_size)
+           : fmt::format("{} x {}", in.tensor_parallel_size, in.device_name)},
       {"device memory", bytes(in.device_memory_bytes) + " per device"},
       {"gpu memory utilization", fmt::format("{}", in.gpu_memory_utilization)},
       {"usable memory", bytes(p.usable_memory_bytes) + " per device"},
@@ -78,6 +86,8 @@ std::string PlanTable(const MemoryPlan& p) {
                                          : "")},
       {"KV heads per device",
        fmt::format("{} of {}", p.kv_heads_per_device, in.model.num_kv_heads)},
+      {"KV layers per device",
+       fmt::format("{} of {}", p.kv_layers_per_device, in.model.num_layers)},
       {"KV bytes per token",
        fmt::format("{} ({} per device)", p.kv_bytes_per_token, p.kv_bytes_per_token_per_device)},
       {"block size", fmt::format("{} tokens", in.block_size)},

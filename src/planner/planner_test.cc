@@ -155,6 +155,37 @@ TEST(MemoryPlanTest, TensorParallelSplitsWeightsAndKvHeads) {
   }
 }
 
+// Pipeline stages: a device holds its stage's layers (vLLM's split: 80 layers on 3 stages are
+// 27 + 27 + 26), the KV per token of the largest; skip layers count where they fall.
+TEST(MemoryPlanTest, PipelineStagesSplitLayers) {
+  PlanInput in = SmallInput(20 * kGiB);
+  in.model = Llama3_70B();
+  in.max_model_len = 8192;
+  in.tensor_parallel_size = 2;
+  in.pipeline_parallel_size = 3;
+  const MemoryPlan p = *ComputeMemoryPlan(in);
+  EXPECT_EQ(p.kv_layers_per_device, 27);
+  EXPECT_EQ(p.kv_bytes_per_token_per_device, 2 * 27 * 4 * 128 * 2);
+  EXPECT_EQ(p.kv_bytes_per_token, 327680);
+  in.layer_partition = {20, 20, 40};
+  EXPECT_EQ(ComputeMemoryPlan(in)->kv_layers_per_device, 40);
+  in.layer_partition = {20, 20};
+  EXPECT_EQ(ComputeMemoryPlan(in).status().code(), StatusCode::kInvalidArgument);
+  in.layer_partition.clear();
+  in.kv_group_windows = {0, 4096};
+  in.kv_layers_per_group = 40;
+  EXPECT_EQ(ComputeMemoryPlan(in).status().code(), StatusCode::kInvalidArgument);
+
+  // Weights: the first stage holds the embedding, the last the final norm and lm_head.
+  ModelConfig c = Llama(64, 128, 5, 4, 2, 100, 512);  // untied, head_dim 16, kv_dim 32
+  const int64_t layer = 2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64 + 2 * 64;
+  const WeightsFootprint w = EstimateWeights(c, 2, 1, 2);  // 3 + 2 layers
+  EXPECT_EQ(w.num_parameters, 2 * 6400 + 5 * layer + 64);
+  EXPECT_EQ(w.num_parameters_per_device, std::max(6400 + 3 * layer, 2 * layer + 6400 + 64));
+  c.tie_word_embeddings = true;  // the last stage holds the table for its lm_head
+  EXPECT_EQ(EstimateWeights(c, 2, 1, 2, {1, 4}).num_parameters_per_device, 4 * layer + 6400 + 64);
+}
+
 TEST(ModelFootprintTest, WeightsFromShapes) {
   // Llama-3-8B: 8,030,261,248 parameters (Meta's published 8.03B).
   const WeightsFootprint w8 = EstimateWeights(Llama3_8B(), 2, 1);
