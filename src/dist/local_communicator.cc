@@ -22,10 +22,19 @@ class LocalGroup {
   template <typename Read>
   Status Exchange(int rank, std::vector<uint8_t> mine, bool wait_forever, Read read) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!aborted_.ok()) return aborted_;
     slots_[rank] = std::move(mine);
     RETURN_IF_ERROR(Arrive(lock, &deposited_, &deposit_round_, wait_forever));
     read(slots_);
     return Arrive(lock, &read_, &read_round_, false);
+  }
+
+  // Every collective waiting now or started later returns `why` (the first abort's) on every
+  // rank; the group cannot be used again.
+  void Abort(const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.ok()) aborted_ = why;
+    cv_.notify_all();
   }
 
  private:
@@ -38,7 +47,7 @@ class LocalGroup {
       cv_.notify_all();
       return Status::Ok();
     }
-    auto done = [&] { return *round != my_round; };
+    auto done = [&] { return *round != my_round || !aborted_.ok(); };
     if (wait_forever) {
       cv_.wait(lock, done);
     } else if (!cv_.wait_for(lock, timeout_, done)) {
@@ -47,6 +56,7 @@ class LocalGroup {
           fmt::format("tensor-parallel collective: {} of {} ranks did not arrive within {} ms",
                       size_ - *count - 1, size_, timeout_.count()));
     }
+    if (*round == my_round) return aborted_;  // woken by Abort before the round completed
     return Status::Ok();
   }
 
@@ -57,6 +67,7 @@ class LocalGroup {
   std::vector<std::vector<uint8_t>> slots_;
   int deposited_ = 0, read_ = 0;
   int64_t deposit_round_ = 0, read_round_ = 0;
+  Status aborted_;  // Ok until Abort
 };
 
 class LocalCommunicator : public Communicator {
@@ -105,6 +116,8 @@ class LocalCommunicator : public Communicator {
     return group_->Exchange(rank_, {}, false, [](const auto&) {});
   }
 
+  LocalGroup& group() { return *group_; }
+
  private:
   std::shared_ptr<LocalGroup> group_;
   const int rank_, size_;
@@ -120,6 +133,13 @@ std::vector<std::unique_ptr<Communicator>> CreateLocalGroup(int size,
   for (int r = 0; r < size; ++r)
     comms.push_back(std::make_unique<LocalCommunicator>(group, r, size));
   return comms;
+}
+
+void AbortLocalGroup(Communicator& member, const Status& why) {
+  auto* local = dynamic_cast<LocalCommunicator*>(&member);
+  CHECK(local != nullptr) << "AbortLocalGroup: not a communicator of CreateLocalGroup";
+  CHECK(!why.ok()) << "AbortLocalGroup needs a reason";
+  local->group().Abort(why);
 }
 
 }  // namespace pagellm
