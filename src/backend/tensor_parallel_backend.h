@@ -38,17 +38,23 @@ class TensorParallelBackend : public Backend {
   Status SetKvCalibration(const KvCalibration& cal) override;
   void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override;
   void PoisonKvCache() override;
+  // Runs the step on every rank; out's comm_seconds is rank 0's time inside collectives since
+  // the last step (the broadcasts of block copies and of this step's message included).
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
 
  private:
   TensorParallelBackend(Communicator* group, ShardLayout layout, std::unique_ptr<LoadedModel> shard)
       : group_(group), layout_(layout), shard_(std::move(shard)) {}
   Status Send(std::vector<uint8_t> message);
+  // Send, its time counted in the next step's ForwardOutput::comm_seconds.
+  Status SendTimed(std::vector<uint8_t> message);
 
   Communicator* group_;
   ShardLayout layout_;
   std::unique_ptr<LoadedModel> shard_;
   std::unique_ptr<CpuBackend> local_;
+  // Time in SendTimed() not yet added to a step's ForwardOutput::comm_seconds.
+  double unreported_comm_seconds_ = 0;
 };
 
 // The loop of ranks 1.. of `group`: runs rank 0's backend calls on this rank's shard until rank
