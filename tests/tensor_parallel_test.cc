@@ -29,8 +29,10 @@
 #include "backend/rank_placement.h"
 #include "backend/tensor_parallel_backend.h"
 #include "backend/tensor_parallel_messages.h"
+#include "backend/tensor_parallel_threads.h"
 #include "dist/local_communicator.h"
 #include "fmt/ranges.h"
+#include "gptq_test_util.h"
 #include "model/model_weights.h"
 #include "model/test_file_writers.h"
 
@@ -536,6 +538,144 @@ TEST(PipelineParallel, BadPartitionsAreErrors) {
   ASSERT_FALSE(stages.ok());
   EXPECT_NE(stages.status().message().find("only 3 layers"), std::string::npos)
       << stages.status().ToString();
+}
+
+// A GPTQ checkpoint of the synthetic shape (4 query heads of `head_dim`, 2 KV heads).
+testing::GptqSpec Gptq(int head_dim, int intermediate, int bits, int group) {
+  testing::GptqSpec s;
+  s.model = Synthetic(testing::kGgmlF32);
+  s.model.head_dim = head_dim;
+  s.model.hidden = 4 * head_dim;
+  s.model.intermediate = intermediate;
+  s.bits = bits;
+  s.group = group;
+  return s;
+}
+
+// Writes the checkpoint and checks that its o_proj / down_proj repacked to `dtype` with an input
+// permutation (the case the act-order split is for).
+std::string WriteActOrder(const testing::TempDir& dir, const testing::GptqSpec& s, DType dtype) {
+  testing::WriteGptqModel(dir, s);
+  auto model = LoadModel(dir.path());
+  EXPECT_TRUE(model.ok()) << model.status().ToString();
+  if (model.ok()) {
+    for (const WeightMatrix* w :
+         {&(*model)->weights.layers[0].wo, &(*model)->weights.layers[1].w_down}) {
+      EXPECT_EQ(w->dtype, dtype) << DTypeName(w->dtype);
+      EXPECT_NE(w->input_perm, nullptr);
+    }
+  }
+  return dir.path();
+}
+
+// GPTQ act-order: q/k/v/gate/up keep their input permutation over the replicated input; o_proj
+// and down_proj are split by their stored blocks, each rank multiplying the whole input (its
+// columns summed over the ranks first), so every block's activation scale is one rank's:
+// logits within 1e-5 of one rank, greedy ids equal.
+TEST(TensorParallel, GptqActOrderMatchesOneRank) {
+  {
+    SCOPED_TRACE("4 bits, groups of 32 (Q4_Z): o_proj's 128 inputs are 4 blocks");
+    testing::TempDir dir;
+    ExpectSplitMatches(WriteActOrder(dir, Gptq(32, 256, 4, 32), DType::kQ4_Z), {2, 4});
+  }
+  {
+    SCOPED_TRACE("8 bits, groups of 32 (Q8_0)");
+    testing::TempDir dir;
+    ExpectSplitMatches(WriteActOrder(dir, Gptq(32, 256, 8, 32), DType::kQ8_0), {2, 4});
+  }
+  {
+    SCOPED_TRACE("4 bits, groups of 128 (Q4_Z128): o_proj's 256 inputs are 2 blocks");
+    testing::TempDir dir;
+    const std::string path = WriteActOrder(dir, Gptq(64, 512, 4, 128), DType::kQ4_Z128);
+    ExpectSplitMatches(path, {2});
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto split = RunSplit(**model, 4);  // 2 blocks for 4 ranks: a clear error
+    ASSERT_FALSE(split.ok());
+    EXPECT_NE(split.status().message().find("layer 0 o_proj (GPTQ act-order) has 2 stored blocks"),
+              std::string::npos)
+        << split.status().ToString();
+  }
+}
+
+// One prefill step's output on backend `b` of `model` (its KV cache allocated here).
+StatusOr<ForwardOutput> OneStep(Backend& b, const LoadedModel& model) {
+  RETURN_IF_ERROR(PrepareKv(b, model.config, {}));
+  const std::vector<int32_t> table = {1};
+  ForwardBatch batch;
+  batch.token_ids = {1, 5, 9};
+  batch.seqs = {{3, 0, table, false, false}};
+  ForwardOutput out;
+  RETURN_IF_ERROR(b.Forward(batch, &out));
+  return out;
+}
+
+// Rank 0's time inside the collectives of a step: the step's broadcast, the all-reduces (the
+// embedding's and two per layer; two more per layer gathering act-order inputs) and the logits
+// gather. Nothing on one rank.
+TEST(TensorParallel, StepsReportTheirTimeInCollectives) {
+  testing::TempDir dir;
+  const std::string gguf =
+      dir.Write("m.gguf", testing::TinyGguf(Synthetic(testing::kGgmlF32)).Build());
+  testing::TempDir gptq_dir;
+  const std::string gptq = WriteActOrder(gptq_dir, Gptq(32, 256, 4, 32), DType::kQ4_Z);
+  for (const auto& [path, per_layer] : {std::pair{gguf, 2}, std::pair{gptq, 4}}) {
+    SCOPED_TRACE(path);
+    auto model = LoadModel(path);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto whole = CreateBackend(**model, BackendOptions(nullptr, 64));
+    ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+    auto one = OneStep(**whole, **model);
+    ASSERT_TRUE(one.ok()) << one.status().ToString();
+    EXPECT_EQ(one->comm_seconds, 0.0);
+    EXPECT_EQ(one->num_all_reduces, 0);
+
+    TensorParallelThreads tp(2);
+    BackendOptions options(nullptr, 64);
+    options.tensor_parallel_group = tp.rank0();
+    auto split = CreateBackend(**model, options);
+    ASSERT_TRUE(split.ok()) << split.status().ToString();
+    auto two = OneStep(**split, **model);
+    ASSERT_TRUE(two.ok()) << two.status().ToString();
+    EXPECT_EQ(two->num_all_reduces, 1 + per_layer * (*model)->config.num_layers);
+    EXPECT_GT(two->all_reduce_seconds, 0.0);
+    EXPECT_GT(two->comm_seconds, two->all_reduce_seconds);  // + the broadcast and the gather
+    split->reset();
+    EXPECT_TRUE(tp.Stop().ok());
+  }
+}
+
+// The ranks of the Python LLM (threads of one process): a worker that fails ends the group at
+// once, so rank 0 gets its error, naming its rank, within moments rather than the 30 s bound;
+// one that throws is caught the same way; Stop() joins every worker, also when idle.
+TEST(TensorParallelThreads, AFailedWorkerEndsTheGroupAtOnce) {
+  testing::TempDir dir;
+  auto model =
+      LoadModel(dir.Write("m.gguf", testing::TinyGguf(Synthetic(testing::kGgmlF32)).Build()));
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const TensorParallelThreads::WorkerFn fails = [](Communicator& c) -> Status {
+    std::vector<uint8_t> message;
+    RETURN_IF_ERROR(c.Broadcast(&message, true));
+    if (c.rank() == 2) throw std::runtime_error("out of threads");
+    return ResourceExhaustedError("no memory for the shard");
+  };
+  for (const int size : {2, 3}) {
+    TensorParallelThreads tp(size, TensorParallelThreads::kDefaultTimeout, fails);
+    BackendOptions options(nullptr, 64);
+    options.tensor_parallel_group = tp.rank0();
+    const auto start = std::chrono::steady_clock::now();
+    auto b = CreateBackend(**model, options);
+    ASSERT_FALSE(b.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    const std::string message = b.status().message();
+    EXPECT_TRUE(message == "tensor-parallel rank 1: no memory for the shard" ||
+                message == "tensor-parallel rank 2: out of threads")
+        << message;
+    EXPECT_EQ(tp.Stop().message(), message);
+  }
+  TensorParallelThreads idle(4);
+  EXPECT_TRUE(idle.Stop().ok());
+  EXPECT_TRUE(idle.Stop().ok());  // idempotent
 }
 
 // Each message decodes to what was encoded; a truncated one is DataLoss, never a crash.

@@ -274,7 +274,7 @@ def test_no_effect_options_warn_and_unknown_ones_raise(pagellm_module, stories_m
     with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_option'"):
         pagellm.LLM(model=stories_model, no_such_option=1)
     with pytest.raises(NotImplementedError):
-        pagellm.LLM(model=stories_model, tensor_parallel_size=2)
+        pagellm.LLM(model=stories_model, data_parallel_size=2)
     llm = pagellm.LLM(model=stories_model, max_model_len="256", block_size=32,
                       enable_prefix_caching=False, max_num_seqs=4)
     assert llm.generate("Hi", pagellm.SamplingParams(max_tokens=2), use_tqdm=False)

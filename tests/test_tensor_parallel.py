@@ -1,7 +1,8 @@
 """Tensor and pipeline parallelism end to end: `pagellm generate -tp N -pp M` starts its ranks
 with mpirun and must give the greedy token ids of `-tp 1`, over both MPI transports (shared
 memory and TCP forced, oversubscribed on a small machine); a killed worker must end a server
-with an error quickly.
+with an error quickly. The time in collectives shows in the server's metrics and stats line and
+in `bench latency`; `eval kl -tp 2` agrees with `-tp 1`.
 
 The exact numbers (logits within 1e-5, bitwise repeatability, every split) are checked in
 process by tests/tensor_parallel_test.cc; here the launch, the messages between processes and
@@ -10,6 +11,7 @@ the engine features on top (batching of mixed lengths, chunked prefill, preempti
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -136,8 +138,76 @@ def test_moe_server_tp2_frees_every_kv_block(pagellm_binary, shared_dir, moe_mod
         metrics = server.metrics()
         assert metrics.get("vllm:num_requests_running") == 0
         assert metrics.get("vllm:kv_cache_usage_perc") == 0
+        # Rank 0's time inside the collectives (docs/PARALLELISM.md, "Communication time").
+        steps = metrics.get("pagellm:tensor_parallel_forward_steps_total")
+        assert steps > 0
+        assert metrics.get("pagellm:tensor_parallel_all_reduces_total") == 5 * steps  # 2 layers
+        comm = metrics.get("pagellm:tensor_parallel_comm_seconds_total")
+        assert 0 < metrics.get("pagellm:tensor_parallel_all_reduce_seconds_total") < comm
+        assert comm < metrics.get("pagellm:tensor_parallel_forward_seconds_total")
+        # The periodic stats line (every 5 s while there is traffic) ends with it too.
+        deadline = time.time() + 8
+        while "TP comm: " not in server.read_log() and time.time() < deadline:
+            time.sleep(0.2)
+        assert re.search(r"Prefix cache hit rate: [0-9.]+%, TP comm: [0-9.]+ ms/step "
+                         r"\([0-9]+% of forward\)", server.read_log()), server.read_log()
     finally:
         assert server.stop() == 0, server.read_log()
+
+
+def test_tp1_server_has_no_tensor_parallel_metrics(pagellm_binary, shared_dir, scratch_dir):
+    server = Server(pagellm_binary, shared_dir, extra_args=["--threads", "1"],
+                    log_dir=scratch_dir)
+    try:
+        server.wait_ready(timeout=60)
+        status, _ = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
+                                                    "max_tokens": 4, "temperature": 0})
+        assert status == 200
+        assert not any(n.startswith("pagellm:tensor_parallel") for n in server.metrics().names())
+    finally:
+        assert server.stop() == 0, server.read_log()
+
+
+def bench_latency(binary, model, tp):
+    proc = subprocess.run([binary, "bench", "latency", "--model", model, "-tp", str(tp),
+                           "--threads", "1", "-p", "16", "-n", "4", "-r", "1", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_bench_latency_reports_the_all_reduce_time(pagellm_binary, random_model):
+    assert "tensor_parallel_comm" not in bench_latency(pagellm_binary, random_model, 1)
+    comm = bench_latency(pagellm_binary, random_model, 2)["tensor_parallel_comm"]
+    for kind, steps in (("prefill", 1), ("decode", 4)):
+        c = comm[kind]
+        assert c["steps"] == steps
+        assert c["all_reduces_per_step"] == 5  # the embedding's and two per layer (2 layers)
+        assert 0 < c["all_reduce_ms_per_step"] < c["comm_ms_per_step"]
+        assert c["us_per_all_reduce"] == pytest.approx(1e3 * c["all_reduce_ms_per_step"] / 5)
+        assert 0 < c["comm_share_of_step"] < 1
+
+
+def eval_kl(binary, model, text, tp):
+    proc = subprocess.run([binary, "eval", "kl", "--model", model, "--text", text,
+                           "--kv-cache-dtype", "int8", "--max-documents", "2", "--threads", "1",
+                           "--json", "-tp", str(tp)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_eval_kl_tp2_matches_tp1(pagellm_binary, stories_model, shared_dir):
+    """The int8 cache runs split, its model-dtype reference on rank 0 alone (the whole model):
+    the reference is TP 1's bit for bit, the candidate within rounding."""
+    text = os.path.join(shared_dir, "data", "tinystories_sample.txt")
+    one = eval_kl(pagellm_binary, stories_model, text, 1)
+    two = eval_kl(pagellm_binary, stories_model, text, 2)
+    assert two["positions"] == one["positions"] > 0
+    assert two["reference"]["mean_nll"] == one["reference"]["mean_nll"]
+    assert two["candidate"]["mean_nll"] == pytest.approx(one["candidate"]["mean_nll"], rel=1e-3)
+    assert two["mean_kl"] == pytest.approx(one["mean_kl"], rel=0.1, abs=1e-6)
+    assert two["top1_agreement"] == pytest.approx(one["top1_agreement"], abs=0.01)
 
 
 def test_shared_model_tp2_matches_tp1_with_preemption(pagellm_binary, stories_model,

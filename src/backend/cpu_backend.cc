@@ -124,6 +124,7 @@ Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
     return Status::Ok();
   }
   arch_.forward(model_, batch, *tp_ops_, out);
+  tp_ops_->TakeCommTiming(out);
   return tp_ops_->TakeStatus();
 }
 

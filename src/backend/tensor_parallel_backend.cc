@@ -1,6 +1,7 @@
 #include "backend/tensor_parallel_backend.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "backend/tensor_parallel_messages.h"
 #include "fmt/format.h"
@@ -186,6 +187,14 @@ Status TensorParallelBackend::Send(std::vector<uint8_t> message) {
   return group_->Broadcast(&message, false);
 }
 
+Status TensorParallelBackend::SendTimed(std::vector<uint8_t> message) {
+  const auto start = std::chrono::steady_clock::now();
+  const Status s = Send(std::move(message));
+  unreported_comm_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
+}
+
 Status TensorParallelBackend::AllocateKvCache(const KvCacheShape& shape, int32_t num_swap_blocks) {
   RETURN_IF_ERROR(Send(EncodeAllocateKv({shape, num_swap_blocks})));
   RETURN_IF_ERROR(
@@ -207,7 +216,7 @@ Status TensorParallelBackend::SetKvCalibration(const KvCalibration& cal) {
 void TensorParallelBackend::CopyKvBlocks(KvPool src, KvPool dst,
                                          std::span<const BlockCopy> copies) {
   if (copies.empty()) return;
-  const Status s = Send(EncodeCopyKv(src, dst, copies));
+  const Status s = SendTimed(EncodeCopyKv(src, dst, copies));
   CHECK(s.ok()) << s.message();  // the MPI communicator aborts the job first
   local_->CopyKvBlocks(src, dst, copies);
 }
@@ -219,8 +228,12 @@ void TensorParallelBackend::PoisonKvCache() {
 }
 
 Status TensorParallelBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
-  RETURN_IF_ERROR(Send(EncodeForward(batch)));
-  return local_->Forward(batch, out);
+  RETURN_IF_ERROR(SendTimed(EncodeForward(batch)));
+  const Status s = local_->Forward(batch, out);
+  // The step's broadcasts (block copies before it, then its own message) count as its time.
+  out->comm_seconds += unreported_comm_seconds_;
+  unreported_comm_seconds_ = 0;
+  return s;
 }
 
 Status RunTensorParallelWorker(Communicator& group) {

@@ -49,12 +49,16 @@ class TensorParallelBackend : public Backend {
   Status SetKvCalibration(const KvCalibration& cal) override;
   void CopyKvBlocks(KvPool src, KvPool dst, std::span<const BlockCopy> copies) override;
   void PoisonKvCache() override;
+  // Runs the step on every rank; out's comm_seconds is rank 0's time inside collectives since
+  // the last step (the broadcasts of block copies and of this step's message included).
   Status Forward(const ForwardBatch& batch, ForwardOutput* out) override;
 
  private:
   TensorParallelBackend(Communicator* group, const RankPlacement& placement)
       : group_(group), placement_(placement) {}
   Status Send(std::vector<uint8_t> message);
+  // Send, its time counted in the next step's ForwardOutput::comm_seconds.
+  Status SendTimed(std::vector<uint8_t> message);
 
   Communicator* group_;
   RankPlacement placement_;
@@ -63,6 +67,8 @@ class TensorParallelBackend : public Backend {
   std::unique_ptr<LoadedModel> shard_;
   std::unique_ptr<CpuBackend> local_;
   KvCacheShape whole_kv_shape_;
+  // Time in SendTimed() not yet added to a step's ForwardOutput::comm_seconds.
+  double unreported_comm_seconds_ = 0;
 };
 
 // The loop of ranks 1.. of `group` (the world, under pipeline parallelism): runs rank 0's

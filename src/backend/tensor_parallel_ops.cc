@@ -1,6 +1,7 @@
 #include "backend/tensor_parallel_ops.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "pagellm/check.h"
@@ -9,7 +10,12 @@ namespace pagellm {
 
 TensorParallelOps::TensorParallelOps(ForwardOps& inner, Communicator& group,
                                      const ModelConfig& full)
-    : inner_(inner), group_(group), full_vocab_(full.vocab_size) {
+    : inner_(inner),
+      group_(group),
+      full_vocab_(full.vocab_size),
+      full_q_dim_(full.q_dim()),
+      full_inter_(full.intermediate_size),
+      head_dim_(full.head_dim) {
   for (int r = 0; r < group.size(); ++r) {
     StatusOr<ShardLayout> l = ComputeShardLayout(full, r, group.size());
     CHECK(l.ok()) << l.status().message();  // the shard was built from the same layout
@@ -23,9 +29,53 @@ Status TensorParallelOps::TakeStatus() {
   return s;
 }
 
+void TensorParallelOps::TakeCommTiming(ForwardOutput* out) {
+  out->comm_seconds = comm_seconds_;
+  out->all_reduce_seconds = all_reduce_seconds_;
+  out->num_all_reduces = num_all_reduces_;
+  comm_seconds_ = all_reduce_seconds_ = 0;
+  num_all_reduces_ = 0;
+}
+
 void TensorParallelOps::AllReduce(float* x, int64_t n) {
   if (!status_.ok()) return;
+  const auto start = std::chrono::steady_clock::now();
   status_ = group_.AllReduceSum(x, n);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  comm_seconds_ += s;
+  all_reduce_seconds_ += s;
+  ++num_all_reduces_;
+}
+
+void TensorParallelOps::InputRange(int64_t width, int64_t* begin, int64_t* count) const {
+  const ShardLayout& me = layouts_[group_.rank()];
+  // When the two widths are equal so are the ranges (the query heads divide by the group size,
+  // so ceil(I / N) = I / N is the heads' share).
+  if (width == full_q_dim_) {
+    *begin = me.q_head_begin * head_dim_;
+    *count = me.num_q_heads * head_dim_;
+  } else {
+    CHECK_EQ(width, full_inter_) << "a gathered input is the attention output or the MLP's";
+    *begin = me.inter_begin;
+    *count = me.inter;
+  }
+}
+
+void TensorParallelOps::MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) {
+  const int64_t width = outs.front().w->input_cols;
+  for (const MatMulOutput& o : outs) CHECK_EQ(o.w->input_cols, width);
+  if (width == 0) {
+    inner_.MatMul(outs, x, rows);
+    return;
+  }
+  // A share of an act-order matrix's stored blocks: it reads inputs of every rank.
+  int64_t begin = 0, count = 0;
+  InputRange(width, &begin, &count);
+  whole_input_.assign(static_cast<size_t>(rows * width), 0.0f);
+  for (int64_t t = 0; t < rows; ++t)
+    std::copy_n(x + t * count, count, whole_input_.data() + t * width + begin);
+  AllReduce(whole_input_.data(), rows * width);
+  inner_.MatMul(outs, whole_input_.data(), rows);
 }
 
 void TensorParallelOps::Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) {
@@ -60,7 +110,9 @@ void TensorParallelOps::Logits(const WeightMatrix& lm_head, const float* x, int6
   if (!status_.ok()) return;
   const std::span<const uint8_t> mine(reinterpret_cast<const uint8_t*>(local_logits_.logits.data()),
                                       local_logits_.logits.size() * sizeof(float));
+  const auto start = std::chrono::steady_clock::now();
   status_ = group_.GatherToRoot(mine, &gathered_);
+  comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!status_.ok() || group_.rank() != 0) return;
   out->logits.resize(static_cast<size_t>(rows) * full_vocab_);
   for (int r = 0; r < group_.size(); ++r) {

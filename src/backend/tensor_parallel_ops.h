@@ -6,9 +6,14 @@
 //                  ranks (rank order, dist/communicator.h) before the residual add;
 //   Logits         each rank projects onto its vocabulary range; rank 0 gathers the ranges into
 //                  the [rows][vocab] logits (the other ranks' outputs stay empty).
+// and one more for GPTQ act-order checkpoints:
+//   MatMul         a row-parallel act-order matrix (WeightMatrix::input_cols) multiplies the
+//                  whole input: each rank's columns are summed into it over the ranks (zeros
+//                  elsewhere, so the sum is exact) before the rank's share of stored blocks
+//                  is applied (model/tensor_parallel_shard.h).
 // Everything else is the rank's own work. A failed collective is kept (status()) and the later
 // ones of the step are skipped; the step's output is then meaningless and the backend returns
-// the error.
+// the error. The wall time spent inside the collectives is counted (TakeCommTiming).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,9 @@ class TensorParallelOps : public ForwardOps {
 
   // The first collective failure since the last call, then Ok again.
   Status TakeStatus();
+  // Sets out's comm_seconds, all_reduce_seconds and num_all_reduces to the time spent in
+  // collectives since the last call (and the all-reduces run), then starts counting again.
+  void TakeCommTiming(ForwardOutput* out);
 
   float* Scratch(int slot, int64_t floats) override { return inner_.Scratch(slot, floats); }
   void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) override;
@@ -36,9 +44,7 @@ class TensorParallelOps : public ForwardOps {
                int64_t dim) override {
     inner_.RmsNorm(x, weight, eps, out, rows, dim);
   }
-  void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override {
-    inner_.MatMul(outs, x, rows);
-  }
+  void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override;
   void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override {
     inner_.AddBias(x, bias, rows, dim);
   }
@@ -71,9 +77,14 @@ class TensorParallelOps : public ForwardOps {
               ForwardOutput* out) override;
 
  private:
+  // This rank's columns [begin, begin + count) of an input `width` wide that a row-parallel
+  // matrix multiplies: the attention output (query heads) or the MLP intermediate.
+  void InputRange(int64_t width, int64_t* begin, int64_t* count) const;
+
   ForwardOps& inner_;
   Communicator& group_;
   const int32_t full_vocab_;
+  const int64_t full_q_dim_, full_inter_, head_dim_;
   std::vector<ShardLayout> layouts_;  // every rank's ranges (rank 0 places their logits)
   Status status_;
   std::vector<int32_t> local_ids_;  // Embed: this rank's tokens, as rows of its table
@@ -81,6 +92,9 @@ class TensorParallelOps : public ForwardOps {
   std::vector<float> local_rows_;   //        their embeddings [n][hidden]
   ForwardOutput local_logits_;      // Logits: this rank's [rows][its vocab]
   std::vector<std::vector<uint8_t>> gathered_;
+  std::vector<float> whole_input_;  // MatMul: [rows][input_cols], summed over the ranks
+  double comm_seconds_ = 0, all_reduce_seconds_ = 0;
+  int32_t num_all_reduces_ = 0;
 };
 
 }  // namespace pagellm

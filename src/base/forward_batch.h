@@ -43,6 +43,13 @@ struct ForwardOutput {
   std::vector<float> hidden;
   std::vector<int32_t> hidden_offset;
   int32_t hidden_size = 0;
+  // Tensor parallelism, on rank 0 (backend/tensor_parallel_backend.h): wall time this step
+  // spent inside the group's collectives — the step message's broadcast, the all-reduces, the
+  // logits gather — of which in the all-reduces, and how many all-reduces it ran. Zero on one
+  // rank.
+  double comm_seconds = 0;
+  double all_reduce_seconds = 0;
+  int32_t num_all_reduces = 0;
 };
 
 }  // namespace pagellm

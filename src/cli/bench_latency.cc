@@ -32,6 +32,29 @@ struct LatencyOptions {
   int pipeline_parallel_size = 1;
 };
 
+// Rank 0's time inside the tensor-parallel collectives over the measured steps of one kind.
+struct CommTotals {
+  int64_t steps = 0;
+  double step_seconds = 0, comm_seconds = 0, all_reduce_seconds = 0;
+  int64_t all_reduces = 0;
+
+  void Add(const ForwardOutput& out) {
+    ++steps;
+    comm_seconds += out.comm_seconds;
+    all_reduce_seconds += out.all_reduce_seconds;
+    all_reduces += out.num_all_reduces;
+  }
+  nlohmann::json Json() const {
+    const double n = std::max<int64_t>(steps, 1);
+    return {{"steps", steps},
+            {"comm_ms_per_step", 1e3 * comm_seconds / n},
+            {"all_reduce_ms_per_step", 1e3 * all_reduce_seconds / n},
+            {"all_reduces_per_step", all_reduces / n},
+            {"us_per_all_reduce", all_reduces > 0 ? 1e6 * all_reduce_seconds / all_reduces : 0.0},
+            {"comm_share_of_step", step_seconds > 0 ? comm_seconds / step_seconds : 0.0}};
+  }
+};
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
@@ -77,8 +100,10 @@ int RunLatency(const LatencyOptions& o) {
   ForwardOutput out;
   using Clock = std::chrono::steady_clock;
 
-  // Fills positions [0, depth) once; every measurement then starts at `depth`.
-  auto run_chunk = [&](int start, int n, bool one_by_one) -> StatusOr<double> {
+  // Fills positions [0, depth) once; every measurement then starts at `depth`. `comm`
+  // (may be null) adds up the steps' time in tensor-parallel collectives.
+  auto run_chunk = [&](int start, int n, bool one_by_one,
+                       CommTotals* comm = nullptr) -> StatusOr<double> {
     auto t0 = Clock::now();
     if (one_by_one) {
       for (int i = 0; i < n; ++i) {
@@ -86,14 +111,18 @@ int RunLatency(const LatencyOptions& o) {
         b.token_ids = {tok(rng)};
         b.seqs.push_back({1, start + i, blocks, false});
         RETURN_IF_ERROR(s.backend().Forward(b, &out));
+        if (comm != nullptr) comm->Add(out);
       }
     } else {
       ForwardBatch b;
       for (int i = 0; i < n; ++i) b.token_ids.push_back(tok(rng));
       b.seqs.push_back({n, start, blocks, false});
       RETURN_IF_ERROR(s.backend().Forward(b, &out));
+      if (comm != nullptr) comm->Add(out);
     }
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (comm != nullptr) comm->step_seconds += seconds;
+    return seconds;
   };
   if (o.depth > 0) {
     auto st = run_chunk(0, o.depth, false);
@@ -103,14 +132,15 @@ int RunLatency(const LatencyOptions& o) {
   if (auto w = run_chunk(o.depth, std::max(1, std::min(o.prompt_tokens, 8)), false); !w.ok())
     return Fail(w.status().message());
   std::vector<double> pp, tg;
+  CommTotals pp_comm, tg_comm;
   for (int r = 0; r < o.repetitions; ++r) {
     if (o.prompt_tokens > 0) {
-      auto t = run_chunk(o.depth, o.prompt_tokens, false);
+      auto t = run_chunk(o.depth, o.prompt_tokens, false, &pp_comm);
       if (!t.ok()) return Fail(t.status().message());
       pp.push_back(o.prompt_tokens / *t);
     }
     if (o.gen_tokens > 0) {
-      auto t = run_chunk(o.depth, o.gen_tokens, true);
+      auto t = run_chunk(o.depth, o.gen_tokens, true, &tg_comm);
       if (!t.ok()) return Fail(t.status().message());
       tg.push_back(o.gen_tokens / *t);
     }
@@ -139,6 +169,15 @@ int RunLatency(const LatencyOptions& o) {
       // Decode reads every weight once per token: the bandwidth it implies.
       {"decode_weight_gb_per_s", tg_med * weight_gb},
   };
+  const bool split = o.tensor_parallel_size > 1;
+  if (split) {
+    // Rank 0's time inside the group's collectives (step broadcast, all-reduces, logits
+    // gather) per measured step.
+    nlohmann::json comm = nlohmann::json::object();
+    if (!pp.empty()) comm["prefill"] = pp_comm.Json();
+    if (!tg.empty()) comm["decode"] = tg_comm.Json();
+    j["tensor_parallel_comm"] = comm;
+  }
   if (o.json) {
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -153,6 +192,17 @@ int RunLatency(const LatencyOptions& o) {
     if (!tg.empty())
       fmt::print("decode  tg{}: {:.2f} tokens/s (median of {}; {:.1f} GB/s of weights)\n",
                  o.gen_tokens, tg_med, tg.size(), tg_med * weight_gb);
+    auto print_comm = [](const char* what, const CommTotals& c) {
+      const nlohmann::json k = c.Json();
+      fmt::print(
+          "{} communication (rank 0): {:.3f} ms/step ({:.1f}% of the step), of which "
+          "all-reduce {:.3f} ms/step: {:.0f} all-reduces of {:.1f} us\n",
+          what, k["comm_ms_per_step"].get<double>(), 100 * k["comm_share_of_step"].get<double>(),
+          k["all_reduce_ms_per_step"].get<double>(), k["all_reduces_per_step"].get<double>(),
+          k["us_per_all_reduce"].get<double>());
+    };
+    if (split && !pp.empty()) print_comm("prefill", pp_comm);
+    if (split && !tg.empty()) print_comm("decode ", tg_comm);
   }
   return 0;
 }

@@ -328,6 +328,7 @@ int RunServe(ServeOptions& o) {
   mc.cache_config = CacheConfigLabels(**core);
   if ((*core)->config().speculative.enabled())
     mc.num_speculative_tokens = (*core)->config().speculative.num_speculative_tokens;
+  mc.tensor_parallel_size = (*core)->config().tensor_parallel_size;
   EngineMetrics metrics(mc);
   const KvCacheReport report = (*core)->kv_report();
   AsyncEngine engine(std::move(*core), [&metrics](int32_t n) { metrics.OnIteration(n); });

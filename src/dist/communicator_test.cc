@@ -137,6 +137,37 @@ TEST(LocalCommunicator, RecvWithoutASenderTimesOut) {
   EXPECT_EQ(comms[0]->Send(0, got, 1).code(), StatusCode::kInvalidArgument);  // to itself
 }
 
+// A failed rank ends the group: a collective already waiting (even without a bound) and every
+// later one return its reason at once, on every rank.
+TEST(LocalCommunicator, AbortReleasesWaitingAndLaterCollectives) {
+  auto comms = CreateLocalGroup(3, milliseconds(60000));
+  Status waiting[2];
+  std::thread t1([&] {
+    std::vector<uint8_t> bytes;
+    waiting[0] = comms[1]->Broadcast(&bytes, /*wait_forever=*/true);
+  });
+  std::thread t2([&] {
+    float v = 1.0f;
+    waiting[1] = comms[2]->AllReduceSum(&v, 1);
+  });
+  std::this_thread::sleep_for(milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  AbortLocalGroup(*comms[0], InternalError("rank 0 gave up"));
+  t1.join();
+  t2.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  for (const Status& s : waiting) {
+    EXPECT_EQ(s.code(), StatusCode::kInternal);
+    EXPECT_EQ(s.message(), "rank 0 gave up");
+  }
+  EXPECT_EQ(comms[0]->Barrier().message(), "rank 0 gave up");
+  std::vector<std::vector<uint8_t>> all;
+  EXPECT_EQ(comms[1]->GatherToRoot({}, &all).code(), StatusCode::kInternal);
+  // The first reason stays.
+  AbortLocalGroup(*comms[2], UnavailableError("later"));
+  EXPECT_EQ(comms[2]->Barrier().message(), "rank 0 gave up");
+}
+
 // Under mpirun (ctest: dist_mpi_shm, dist_mpi_tcp) the same checks run across processes.
 TEST(MpiCommunicator, CollectivesSumInRankOrder) {
   if (std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) GTEST_SKIP() << "not started by mpirun";

@@ -25,6 +25,7 @@ class LocalGroup {
   template <typename Read>
   Status Exchange(int rank, std::vector<uint8_t> mine, bool wait_forever, Read read) {
     std::unique_lock<std::mutex> lock(mu_);
+    if (!aborted_.ok()) return aborted_;
     slots_[rank] = std::move(mine);
     RETURN_IF_ERROR(Arrive(lock, &deposited_, &deposit_round_, wait_forever));
     read(slots_);
@@ -40,10 +41,12 @@ class LocalGroup {
   Status Take(int from, int to, std::chrono::milliseconds timeout, std::vector<uint8_t>* bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     std::deque<std::vector<uint8_t>>& queue = mailbox_[{from, to}];
-    if (!cv_.wait_for(lock, timeout, [&] { return !queue.empty(); }))
+    if (!aborted_.ok()) return aborted_;
+    if (!cv_.wait_for(lock, timeout, [&] { return !queue.empty() || !aborted_.ok(); }))
       return UnavailableError(
           fmt::format("pipeline-parallel receive: rank {} sent nothing to rank {} within {} ms",
                       from, to, timeout.count()));
+    if (queue.empty()) return aborted_;  // woken by Abort
     *bytes = std::move(queue.front());
     queue.pop_front();
     return Status::Ok();
@@ -58,6 +61,13 @@ class LocalGroup {
     return g;
   }
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // Every collective waiting now or started later returns `why` (the first abort's) on every
+  // rank; the group cannot be used again.
+  void Abort(const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.ok()) aborted_ = why;
+    cv_.notify_all();
+  }
 
  private:
   // A barrier over `count` (generation `round`): the last rank to arrive releases the others.
@@ -69,7 +79,7 @@ class LocalGroup {
       cv_.notify_all();
       return Status::Ok();
     }
-    auto done = [&] { return *round != my_round; };
+    auto done = [&] { return *round != my_round || !aborted_.ok(); };
     if (wait_forever) {
       cv_.wait(lock, done);
     } else if (!cv_.wait_for(lock, timeout_, done)) {
@@ -78,6 +88,7 @@ class LocalGroup {
           fmt::format("tensor-parallel collective: {} of {} ranks did not arrive within {} ms",
                       size_ - *count - 1, size_, timeout_.count()));
     }
+    if (*round == my_round) return aborted_;  // woken by Abort before the round completed
     return Status::Ok();
   }
 
@@ -90,6 +101,7 @@ class LocalGroup {
   int64_t deposit_round_ = 0, read_round_ = 0;
   std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> mailbox_;
   std::map<std::pair<int64_t, int>, std::shared_ptr<LocalGroup>> subgroups_;
+  Status aborted_;  // Ok until Abort
 };
 
 class LocalCommunicator : public Communicator {
@@ -172,6 +184,7 @@ class LocalCommunicator : public Communicator {
     return std::unique_ptr<Communicator>(std::make_unique<LocalCommunicator>(
         group_->SubGroup(splits_++, color, sub_size), sub_rank, sub_size));
   }
+  LocalGroup& group() { return *group_; }
 
  private:
   std::shared_ptr<LocalGroup> group_;
@@ -189,6 +202,13 @@ std::vector<std::unique_ptr<Communicator>> CreateLocalGroup(int size,
   for (int r = 0; r < size; ++r)
     comms.push_back(std::make_unique<LocalCommunicator>(group, r, size));
   return comms;
+}
+
+void AbortLocalGroup(Communicator& member, const Status& why) {
+  auto* local = dynamic_cast<LocalCommunicator*>(&member);
+  CHECK(local != nullptr) << "AbortLocalGroup: not a communicator of CreateLocalGroup";
+  CHECK(!why.ok()) << "AbortLocalGroup needs a reason";
+  local->group().Abort(why);
 }
 
 }  // namespace pagellm

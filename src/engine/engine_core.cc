@@ -255,7 +255,16 @@ Status EngineCore::Execute(const SchedulerOutput& sched) {
     s.group_block_tables = r.group_block_tables;
     s.all_logits = output_->WantsPromptLogits(r) || r.num_spec_tokens > 0;
   }
+  const auto forward_start = std::chrono::steady_clock::now();
   RETURN_IF_ERROR(backend_->Forward(batch_, &forward_out_));
+  if (config_.tensor_parallel_size > 1) {
+    ++tp_forward_steps_;
+    tp_forward_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - forward_start).count();
+    tp_comm_seconds_ += forward_out_.comm_seconds;
+    tp_all_reduce_seconds_ += forward_out_.all_reduce_seconds;
+    tp_all_reduces_ += forward_out_.num_all_reduces;
+  }
   // (The forward changed no request state, so the question is asked again, not stored.)
   for (size_t i = 0; i < sched.scheduled.size(); ++i) {
     if (output_->WantsPromptLogits(sched.scheduled[i]))
@@ -503,6 +512,12 @@ EngineStats EngineCore::stats() const {
     s.grammar_cache_misses = g.misses;
     s.grammar_compile_seconds = g.compile_seconds;
   }
+  s.tensor_parallel_size = config_.tensor_parallel_size;
+  s.tp_forward_steps = tp_forward_steps_;
+  s.tp_forward_seconds = tp_forward_seconds_;
+  s.tp_comm_seconds = tp_comm_seconds_;
+  s.tp_all_reduce_seconds = tp_all_reduce_seconds_;
+  s.tp_all_reduces = tp_all_reduces_;
   s.num_free_blocks = kv.num_free_blocks();
   s.num_usable_blocks = kv.block_pool().num_usable_blocks();
   for (const std::string& id : scheduler_->RunningIds()) {

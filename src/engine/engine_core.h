@@ -143,6 +143,12 @@ class EngineCore {
   mutable std::unique_ptr<GrammarCompiler> grammar_;
   std::atomic<int64_t> grammar_masks_{0};
   std::atomic<int64_t> grammar_mask_ns_{0};
+  // Tensor parallelism: forward and communication time so far (EngineStats::tp_*).
+  int64_t tp_forward_steps_ = 0;
+  double tp_forward_seconds_ = 0;
+  double tp_comm_seconds_ = 0;
+  double tp_all_reduce_seconds_ = 0;
+  int64_t tp_all_reduces_ = 0;
   // Reused across steps.
   ForwardBatch batch_;
   ForwardOutput forward_out_;

@@ -58,6 +58,15 @@ struct EngineStats {
   int64_t grammar_cache_hits = 0;
   int64_t grammar_cache_misses = 0;
   double grammar_compile_seconds = 0.0;
+  // Tensor parallelism (cumulative over forward steps; all zero on one rank): rank 0's wall
+  // time in Backend::Forward and, of it, inside the group's collectives (ForwardOutput's
+  // comm_seconds, all_reduce_seconds, num_all_reduces).
+  int32_t tensor_parallel_size = 1;
+  int64_t tp_forward_steps = 0;
+  double tp_forward_seconds = 0.0;
+  double tp_comm_seconds = 0.0;
+  double tp_all_reduce_seconds = 0.0;
+  int64_t tp_all_reduces = 0;
 };
 
 }  // namespace pagellm

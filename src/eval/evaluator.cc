@@ -305,17 +305,22 @@ StatusOr<PerplexityResult> Evaluator::Perplexity(const std::vector<std::vector<i
 
 StatusOr<KlResult> Evaluator::CompareWithModelDtype(const std::vector<std::vector<int32_t>>& docs,
                                                     const EvalOptions& options) {
-  // A tensor- or pipeline-parallel group runs one backend at a time (its workers hold one
-  // state).
-  if (config_.tensor_parallel_size > 1 || config_.pipeline_parallel_size > 1)
+  // A pipeline-parallel group runs one backend at a time (its workers hold one state), and
+  // rank 0 holds only its stage's layers, so the full-precision reference cannot run there.
+  if (config_.pipeline_parallel_size > 1)
     return UnimplementedError(
-        "eval kl holds two KV caches at once, which --tensor-parallel-size > 1 and "
-        "--pipeline-parallel-size > 1 do not support yet (eval perplexity does)");
+        "eval kl holds two KV caches at once, which --pipeline-parallel-size > 1 does not "
+        "support yet (eval perplexity does; eval kl -tp N does)");
   ASSIGN_OR_RETURN(Plan plan, MakePlan(docs, options));
   EngineConfig ref_config = config_;
   ref_config.kv_cache_dtype = KvCacheDtype::kAuto;
   ref_config.kv_cache_dtype_skip_layers.clear();
   ref_config.calculate_kv_scales = false;
+  // Under tensor parallelism the workers hold one backend (one KV cache) each, and the two
+  // passes run side by side: the candidate runs split, the reference on this rank alone, over
+  // the whole model it holds anyway (the unsplit model's logits).
+  ref_config.tensor_parallel_size = 1;
+  ref_config.tensor_parallel_group = nullptr;
   ASSIGN_OR_RETURN(std::unique_ptr<Pass> ref,
                    Pass::Create(*model_, *tokenizer_, ref_config, pool_.get(), plan.num_blocks,
                                 plan.max_length));

@@ -81,7 +81,8 @@ class Evaluator {
   StatusOr<PerplexityResult> Perplexity(const std::vector<std::vector<int32_t>>& docs,
                                         const EvalOptions& options);
   // KL divergence and top-1 agreement of the configured KV cache dtype against the model-dtype
-  // cache, with both perplexities.
+  // cache, with both perplexities. Under tensor parallelism the configured cache runs split and
+  // the reference on rank 0 alone (the whole model; the workers hold one cache each).
   StatusOr<KlResult> CompareWithModelDtype(const std::vector<std::vector<int32_t>>& docs,
                                            const EvalOptions& options);
 

@@ -238,6 +238,30 @@ TEST(HfQuantSchemeTest, ActOrderPermutesInputsAndMatMulGathersThem) {
     EXPECT_EQ(0, std::memcmp(got.data(), many_a.data(), got.size() * 4));
     EXPECT_EQ(0, std::memcmp(got_b.data(), many_b.data(), got_b.size() * 4));
   }
+  // A share of the stored blocks (a tensor-parallel rank's, model/tensor_parallel_shard.h):
+  // stored columns [64, 160) with their permutation entries, multiplying the whole x of
+  // input_cols columns == the same columns of the unpermuted matrix on the gathered inputs.
+  const int64_t c0 = 64, cn = 96;
+  WeightMatrix share = *ma;
+  uint8_t* share_bytes = store.Allocate(a.rows * DTypeRowBytes(share.dtype, cn));
+  for (int64_t r = 0; r < a.rows; ++r)
+    std::memcpy(share_bytes + r * DTypeRowBytes(share.dtype, cn),
+                ma->row(r) + DTypeRowBytes(share.dtype, c0), DTypeRowBytes(share.dtype, cn));
+  share.data = share_bytes;
+  share.cols = cn;
+  share.input_perm = ma->input_perm + c0;
+  share.input_cols = cols;
+  WeightMatrix share_plain = share;
+  share_plain.input_perm = nullptr;
+  share_plain.input_cols = 0;
+  std::vector<float> xs(n * cn);
+  for (int64_t t = 0; t < n; ++t) std::copy_n(xp.data() + t * cols + c0, cn, xs.data() + t * cn);
+  for (SimdLevel level : AvailableLevels()) {
+    std::vector<float> want(n * a.rows), got(n * a.rows);
+    MatMulAtLevel(level, share_plain, xs.data(), n, want.data(), nullptr);
+    MatMulAtLevel(level, share, x.data(), n, got.data(), nullptr);
+    EXPECT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * 4)) << SimdLevelName(level);
+  }
 }
 
 // Act-order groups of 128 sort into runs of 128 inputs with one group: Q4_Z128 with the

@@ -175,7 +175,8 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   int64_t total_rows = 0;
   for (int i = 0; i < num_outs; ++i) {
     const WeightMatrix& w = *outs[i].w;
-    CHECK(w.dtype == w0.dtype && w.cols == w0.cols && w.input_perm == w0.input_perm)
+    CHECK(w.dtype == w0.dtype && w.cols == w0.cols && w.input_perm == w0.input_perm &&
+          w.input_cols == w0.input_cols)
         << "MatMulMany needs one dtype, width and input permutation";
     CHECK(w.rows == 0 || (w.data != nullptr && outs[i].y != nullptr));
     total_rows += w.rows;
@@ -186,12 +187,14 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   const bool quant = format.matmul != MatMulFamily::kFloat;
   CHECK_EQ(w0.cols % format.block_elems, 0) << "rows are whole blocks of " << format.block_elems;
 
-  // An input permutation (GPTQ act-order) is applied once: x'[t][j] = x[t][perm[j]].
+  // An input permutation (GPTQ act-order) is applied once: x'[t][j] = x[t][perm[j]], x being
+  // [n_tokens][input_cols] when that is set.
   if (w0.input_perm != nullptr) {
     float* xp = GatherScratch(n_tokens * w0.cols);
     const int32_t* perm = w0.input_perm;
+    const int64_t x_cols = w0.input_cols > 0 ? w0.input_cols : w0.cols;
     for (int64_t t = 0; t < n_tokens; ++t) {
-      const float* src = x + t * w0.cols;
+      const float* src = x + t * x_cols;
       float* dst = xp + t * w0.cols;
       for (int64_t j = 0; j < w0.cols; ++j) dst[j] = src[perm[j]];
     }
@@ -305,7 +308,8 @@ void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs
   bool same = true;
   for (const MatMulOutput& o : outs) {
     same = same && o.w->dtype == outs.begin()->w->dtype && o.w->cols == outs.begin()->w->cols &&
-           o.w->input_perm == outs.begin()->w->input_perm;
+           o.w->input_perm == outs.begin()->w->input_perm &&
+           o.w->input_cols == outs.begin()->w->input_cols;
   }
   if (!same) {  // mixed-type files, distinct input permutations: one dispatch per matrix
     for (const MatMulOutput& o : outs) MatMulManyAtLevel(level, &o, 1, x, n_tokens, pool);

@@ -10,7 +10,8 @@
 //     exact int32 (AVX-512 VNNI), and d_w * d_x * isum is accumulated in fp32 block by block.
 //
 // A matrix with an input permutation (WeightMatrix::input_perm, GPTQ act-order checkpoints)
-// multiplies x gathered through it, once per call, into per-thread scratch.
+// multiplies x gathered through it, once per call, into per-thread scratch; with
+// WeightMatrix::input_cols set, x is [n_tokens][input_cols] (wider than the matrix).
 //
 // Batch invariance: y[t][o] is bitwise identical whatever n_tokens is, whichever other tokens
 // are in x, however many threads the pool has and whichever row range a thread gets. For

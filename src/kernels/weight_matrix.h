@@ -37,6 +37,10 @@ struct WeightMatrix {
   // multiply column j of the stored rows with x[input_perm[j]], i.e. W[o][input_perm[j]] is
   // stored at column j. Null: the identity. MatMul gathers x once per call.
   const int32_t* input_perm = nullptr;
+  // With input_perm: columns of the x it indexes when that is wider than `cols` (0: cols). A
+  // tensor-parallel rank's share of an act-order matrix's stored columns multiplies the whole
+  // input, gathered from every rank (model/tensor_parallel_shard.h); x is [n][input_cols].
+  int64_t input_cols = 0;
   // The source tensors of a multi-tensor format, in the order of its WeightFormat::parts, that
   // its bind hook repacked into `data` (num_parts == 0: data is the file's tensor itself).
   // Kernels never read them.

@@ -137,6 +137,26 @@ EngineMetrics::EngineMetrics(const EngineMetricsConfig& c)
                                                 "Constraints compiled.", Base(c));
   grammar_compile_seconds_ = &registry_.AddCounter("pagellm:structured_output_compile_seconds",
                                                    "Time spent compiling constraints.", Base(c));
+  // Tensor parallelism (pagellm's own): where rank 0's forward time goes.
+  if (c.tensor_parallel_size > 1) {
+    tp_steps_ =
+        &registry_.AddCounter("pagellm:tensor_parallel_forward_steps",
+                              "Forward steps run across the tensor-parallel ranks.", Base(c));
+    tp_forward_seconds_ =
+        &registry_.AddCounter("pagellm:tensor_parallel_forward_seconds",
+                              "Rank 0's wall time in tensor-parallel forward steps.", Base(c));
+    tp_comm_seconds_ = &registry_.AddCounter(
+        "pagellm:tensor_parallel_comm_seconds",
+        "Rank 0's wall time inside the tensor-parallel group's collectives (step broadcast, "
+        "all-reduces, logits gather).",
+        Base(c));
+    tp_all_reduces_ =
+        &registry_.AddCounter("pagellm:tensor_parallel_all_reduces",
+                              "All-reduces run across the tensor-parallel ranks.", Base(c));
+    tp_all_reduce_seconds_ =
+        &registry_.AddCounter("pagellm:tensor_parallel_all_reduce_seconds",
+                              "Rank 0's wall time inside tensor-parallel all-reduces.", Base(c));
+  }
   // An info metric: constant 1, the configuration in its labels (engine label last, as vLLM).
   registry_
       .AddGauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig",
@@ -207,6 +227,13 @@ void EngineMetrics::UpdateEngineStats(const EngineStats& s) {
   advance_seconds(*grammar_mask_seconds_, s.grammar_mask_seconds, last_grammar_mask_seconds_);
   advance_seconds(*grammar_compile_seconds_, s.grammar_compile_seconds,
                   last_grammar_compile_seconds_);
+  if (tp_steps_ != nullptr) {
+    advance(*tp_steps_, s.tp_forward_steps, last_tp_steps_);
+    advance(*tp_all_reduces_, s.tp_all_reduces, last_tp_all_reduces_);
+    advance_seconds(*tp_forward_seconds_, s.tp_forward_seconds, last_tp_forward_seconds_);
+    advance_seconds(*tp_comm_seconds_, s.tp_comm_seconds, last_tp_comm_seconds_);
+    advance_seconds(*tp_all_reduce_seconds_, s.tp_all_reduce_seconds, last_tp_all_reduce_seconds_);
+  }
   if (spec_drafts_ != nullptr) {
     const SpecDecodeStats& now = s.spec_decode;
     const SpecDecodeStats delta =

@@ -31,6 +31,8 @@ struct EngineMetricsConfig {
   // k of speculative decoding; 0 = off (the vllm:spec_decode_* counters are then absent, as
   // vLLM registers them only with a speculative config).
   int32_t num_speculative_tokens = 0;
+  // Ranks of a tensor-parallel engine; above 1 the pagellm:tensor_parallel_* counters exist.
+  int32_t tensor_parallel_size = 1;
 };
 
 // What one engine request looked like when it finished (vLLM's FinishedRequestStats).
@@ -117,6 +119,18 @@ class EngineMetrics {
   int64_t last_grammar_cache_misses_ = 0;
   double last_grammar_mask_seconds_ = 0.0;
   double last_grammar_compile_seconds_ = 0.0;
+  // Tensor parallelism (null on one rank): rank 0's forward steps, their time and, of it, the
+  // time inside collectives and in all-reduces.
+  Counter* tp_steps_ = nullptr;
+  Counter* tp_forward_seconds_ = nullptr;
+  Counter* tp_comm_seconds_ = nullptr;
+  Counter* tp_all_reduces_ = nullptr;
+  Counter* tp_all_reduce_seconds_ = nullptr;
+  int64_t last_tp_steps_ = 0;
+  int64_t last_tp_all_reduces_ = 0;
+  double last_tp_forward_seconds_ = 0.0;
+  double last_tp_comm_seconds_ = 0.0;
+  double last_tp_all_reduce_seconds_ = 0.0;
   // Speculative decoding (null / empty when off).
   Counter* spec_drafts_ = nullptr;
   Counter* spec_draft_tokens_ = nullptr;

@@ -1,8 +1,18 @@
 #include "metrics/stats_logger.h"
 
+#include "fmt/format.h"
 #include "spdlog/spdlog.h"
 
 namespace pagellm {
+
+std::string TpCommText(const EngineStats& now, const EngineStats& before) {
+  const int64_t steps = now.tp_forward_steps - before.tp_forward_steps;
+  if (now.tensor_parallel_size <= 1 || steps <= 0) return {};
+  const double comm = now.tp_comm_seconds - before.tp_comm_seconds;
+  const double forward = now.tp_forward_seconds - before.tp_forward_seconds;
+  return fmt::format(", TP comm: {:.2f} ms/step ({:.0f}% of forward)", 1e3 * comm / steps,
+                     forward > 0 ? 100.0 * comm / forward : 0.0);
+}
 
 StatsLogger::StatsLogger(StatsFn stats, const EngineMetrics* metrics,
                          std::chrono::milliseconds interval)
@@ -19,6 +29,7 @@ void StatsLogger::Start() {
   last_queries_ = s.prefix_cache_queries;
   last_hits_ = s.prefix_cache_hits;
   last_spec_ = s.spec_decode;
+  last_stats_ = s;
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -61,12 +72,14 @@ void StatsLogger::LogOnce(double elapsed_s) {
   const bool idle = prompt_tps == 0 && gen_tps == 0;
   const auto level = idle && last_was_idle_ ? spdlog::level::debug : spdlog::level::info;
   last_was_idle_ = idle;
+  const std::string tp_comm = TpCommText(s, last_stats_);
+  last_stats_ = s;
   spdlog::log(level,
               "Engine 000: Avg prompt throughput: {:.1f} tokens/s, Avg generation throughput: "
               "{:.1f} tokens/s, Running: {} reqs, Waiting: {} reqs, Swapped: {} reqs, GPU KV "
-              "cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%",
+              "cache usage: {:.1f}%, Prefix cache hit rate: {:.1f}%{}",
               prompt_tps, gen_tps, s.num_running, s.num_waiting, s.num_swapped, 100.0 * s.kv_usage,
-              hit_rate);
+              hit_rate, tp_comm);
   if (s.num_speculative_tokens > 0) {
     // Acceptance rate and mean acceptance length over this interval's verifications.
     const SpecDecodeStats spec = s.spec_decode.Since(last_spec_);

@@ -21,21 +21,16 @@ WeightMatrix RowSlice(const WeightMatrix& w, int64_t begin, int64_t count) {
   return s;
 }
 
-// Columns [begin, begin + count) of `w`, copied into `store` (each row's bytes of those
-// columns). The range must cover whole quantization blocks.
-StatusOr<WeightMatrix> ColumnSlice(const WeightMatrix& w, int64_t begin, int64_t count,
-                                   const char* what, WeightStore* store) {
-  const int64_t block = DTypeBlockElems(w.dtype);
-  if (w.input_perm != nullptr)
-    return UnimplementedError(fmt::format(
-        "tensor parallelism: {} has an input permutation (GPTQ act-order) and would be split by "
-        "columns",
-        what));
-  if (begin % block != 0 || count % block != 0)
-    return UnimplementedError(
-        fmt::format("tensor parallelism: {} columns [{}, {}) cut {}-element quantization blocks "
-                    "of {}; choose a smaller --tensor-parallel-size",
-                    what, begin, begin + count, block, DTypeName(w.dtype)));
+// Rank `rank`'s [begin, count) of n split in shares of ceil(n / size).
+void Share(int64_t n, int rank, int size, int64_t* begin, int64_t* count) {
+  const int64_t per = (n + size - 1) / size;
+  *begin = std::min(n, per * rank);
+  *count = std::min(n, *begin + per) - *begin;
+}
+
+// Stored columns [begin, begin + count) of `w` (whole quantization blocks), copied into `store`
+// (each row's bytes of those columns), without an input permutation.
+WeightMatrix CopyColumns(const WeightMatrix& w, int64_t begin, int64_t count, WeightStore* store) {
   WeightMatrix s;
   s.dtype = w.dtype;
   s.rows = w.rows;
@@ -47,16 +42,54 @@ StatusOr<WeightMatrix> ColumnSlice(const WeightMatrix& w, int64_t begin, int64_t
   return s;
 }
 
+// Columns [begin, begin + count) of `w`, copied. The range must cover whole quantization
+// blocks, and `w` must have no input permutation (RowParallelSlice splits those).
+StatusOr<WeightMatrix> ColumnSlice(const WeightMatrix& w, int64_t begin, int64_t count,
+                                   const char* what, WeightStore* store) {
+  const int64_t block = DTypeBlockElems(w.dtype);
+  if (w.input_perm != nullptr)
+    return UnimplementedError(fmt::format(
+        "tensor parallelism: {} has an input permutation (GPTQ act-order); the experts of an "
+        "act-order mixture-of-experts checkpoint are not split (dense layers are)",
+        what));
+  if (begin % block != 0 || count % block != 0)
+    return UnimplementedError(
+        fmt::format("tensor parallelism: {} columns [{}, {}) cut {}-element quantization blocks "
+                    "of {}; choose a smaller --tensor-parallel-size",
+                    what, begin, begin + count, block, DTypeName(w.dtype)));
+  return CopyColumns(w, begin, count, store);
+}
+
+// A dense layer's row-parallel matrix (o_proj, down_proj): rank l.rank's input columns
+// [begin, begin + count), or, for a GPTQ act-order matrix, its share of the stored blocks.
+// An act-order matrix stores its inputs sorted by group (WeightMatrix::input_perm), so the
+// inputs of one rank are scattered over the stored blocks, and a block (one activation scale
+// in the kernels, one group's scale and zero) mixes the inputs of several ranks. Each rank
+// therefore takes ceil(blocks / size) whole stored blocks, with their permutation entries,
+// and multiplies the whole input, which the ranks sum together first (zeros outside each
+// rank's columns; TensorParallelOps::MatMul): every block is computed as on one rank, and the
+// ranks' partial sums add up to the whole product as in any other row-parallel split.
+StatusOr<WeightMatrix> RowParallelSlice(const WeightMatrix& w, const ShardLayout& l, int64_t begin,
+                                        int64_t count, const char* what, WeightStore* store) {
+  if (w.input_perm == nullptr) return ColumnSlice(w, begin, count, what, store);
+  const int64_t block = DTypeBlockElems(w.dtype);
+  int64_t b0 = 0, bn = 0;
+  Share(w.cols / block, l.rank, l.size, &b0, &bn);
+  if (bn == 0)
+    return UnimplementedError(fmt::format(
+        "tensor parallelism: {} (GPTQ act-order) has {} stored blocks of {} inputs, fewer than "
+        "the {} ranks; choose a smaller --tensor-parallel-size",
+        what, w.cols / block, block, l.size));
+  WeightMatrix s = CopyColumns(w, b0 * block, bn * block, store);
+  s.input_perm = reinterpret_cast<const int32_t*>(
+      store->Intern(reinterpret_cast<const uint8_t*>(w.input_perm + b0 * block), 4 * bn * block));
+  s.input_cols = w.cols;
+  return s;
+}
+
 std::vector<float> Slice(const std::vector<float>& v, int64_t begin, int64_t count) {
   if (v.empty()) return {};
   return std::vector<float>(v.begin() + begin, v.begin() + begin + count);
-}
-
-// Rank `rank`'s [begin, count) of n split in shares of ceil(n / size).
-void Share(int64_t n, int rank, int size, int64_t* begin, int64_t* count) {
-  const int64_t per = (n + size - 1) / size;
-  *begin = std::min(n, per * rank);
-  *count = std::min(n, *begin + per) - *begin;
 }
 
 // Rank `l.rank`'s part of a sparse layer's experts: its share of every expert's intermediate
@@ -111,25 +144,33 @@ StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& c, int rank, int siz
     l.num_kv_heads = 1;
     l.kv_head_begin = rank / (size / c.num_kv_heads);
   }
+  // The shares are checked on the last rank, whose ceil share is the smallest, so that every
+  // rank of the group gives the same answer (a rank's ops hold every rank's layout).
+  const int last = size - 1;
+  auto last_has_none = [&](int64_t n) {
+    int64_t begin = 0, count = 0;
+    Share(n, last, size, &begin, &count);
+    return count == 0;
+  };
+  if (last_has_none(c.intermediate_size) || last_has_none(c.vocab_size))
+    return InvalidArgumentError(fmt::format(
+        "--tensor-parallel-size {} leaves rank {} no MLP columns or vocabulary rows", size, last));
   Share(c.intermediate_size, rank, size, &l.inter_begin, &l.inter);
   Share(c.vocab_size, rank, size, &l.vocab_begin, &l.vocab);
-  if (l.inter == 0 || l.vocab == 0)
-    return InvalidArgumentError(fmt::format(
-        "--tensor-parallel-size {} leaves rank {} no MLP columns or vocabulary rows", size, rank));
   const MoeConfig& m = c.moe;
   if (m.num_experts > 0) {
-    Share(m.expert_intermediate, rank, size, &l.expert_inter_begin, &l.expert_inter);
-    if (l.expert_inter == 0)
+    if (last_has_none(m.expert_intermediate))
       return InvalidArgumentError(fmt::format(
           "--tensor-parallel-size {} leaves rank {} none of each expert's {} intermediate columns",
-          size, rank, m.expert_intermediate));
+          size, last, m.expert_intermediate));
+    Share(m.expert_intermediate, rank, size, &l.expert_inter_begin, &l.expert_inter);
     if (m.shared_expert_intermediate > 0) {
-      Share(m.shared_expert_intermediate, rank, size, &l.shared_inter_begin, &l.shared_inter);
-      if (l.shared_inter == 0)
+      if (last_has_none(m.shared_expert_intermediate))
         return InvalidArgumentError(fmt::format(
             "--tensor-parallel-size {} leaves rank {} none of the shared expert's {} intermediate "
             "columns",
-            size, rank, m.shared_expert_intermediate));
+            size, last, m.shared_expert_intermediate));
+      Share(m.shared_expert_intermediate, rank, size, &l.shared_inter_begin, &l.shared_inter);
     }
   }
   return l;
@@ -173,7 +214,7 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
     s.wq = RowSlice(f.wq, q0, qn);
     s.wk = RowSlice(f.wk, kv0, kvn);
     s.wv = RowSlice(f.wv, kv0, kvn);
-    ASSIGN_OR_RETURN(s.wo, ColumnSlice(f.wo, q0, qn, (layer + "o_proj").c_str(), store));
+    ASSIGN_OR_RETURN(s.wo, RowParallelSlice(f.wo, l, q0, qn, (layer + "o_proj").c_str(), store));
     s.bq = Slice(f.bq, q0, qn);
     s.bk = Slice(f.bk, kv0, kvn);
     s.bv = Slice(f.bv, kv0, kvn);
@@ -185,8 +226,8 @@ StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full, const
     if (f.w_down.data != nullptr) {  // a dense layer (sparse ones have only experts)
       s.w_gate = RowSlice(f.w_gate, l.inter_begin, l.inter);
       s.w_up = RowSlice(f.w_up, l.inter_begin, l.inter);
-      ASSIGN_OR_RETURN(s.w_down, ColumnSlice(f.w_down, l.inter_begin, l.inter,
-                                             (layer + "down_proj").c_str(), store));
+      ASSIGN_OR_RETURN(s.w_down, RowParallelSlice(f.w_down, l, l.inter_begin, l.inter,
+                                                  (layer + "down_proj").c_str(), store));
     }
     RETURN_IF_ERROR(ShardExperts(f.moe, l, layer, store, &s.moe));
     s.kv_k_scale = f.kv_k_scale;

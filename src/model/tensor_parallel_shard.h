@@ -30,17 +30,21 @@ struct ShardLayout {
 };
 
 // InvalidArgument when `size` does not split the heads (query heads must divide by it; KV heads
-// must divide by it or it by them) or leaves a rank no columns of the MLP, of an expert or of
-// the shared expert, or no vocabulary rows; the intermediate (dense, expert, shared expert) and
-// vocabulary shares are ceil(n / size) (the last rank's may be shorter).
+// must divide by it or it by them) or leaves any rank of the group (not only `rank`) no columns
+// of the MLP, of an expert or of the shared expert, or no vocabulary rows; the intermediate
+// (dense, expert, shared expert) and vocabulary shares are ceil(n / size) (the last rank's may
+// be shorter).
 StatusOr<ShardLayout> ComputeShardLayout(const ModelConfig& config, int rank, int size);
 
 // Rank `layout.rank`'s shard of `full` (which must outlive it): a model of its own config
 // (heads, intermediate and vocab counts of the shard) whose row ranges are views into `full`'s
 // mapped files and whose column ranges (attention output, MLP down) are copies of just those
-// columns (the experts' down projections included). Unimplemented for what cannot be split
-// here: matrices with an input permutation (GPTQ act-order) that would be split by columns,
-// and column ranges that cut a quantization block.
+// columns (the experts' down projections included). A dense layer's GPTQ act-order o_proj /
+// down_proj (an input permutation) is split by its stored blocks instead: the shard's matrix
+// has a share of them and multiplies the whole input (WeightMatrix::input_cols), which
+// TensorParallelOps gathers. Unimplemented for what cannot be split here: act-order experts,
+// column ranges that cut a quantization block, and act-order matrices with fewer stored
+// blocks than ranks.
 StatusOr<std::unique_ptr<LoadedModel>> ShardModel(const LoadedModel& full,
                                                   const ShardLayout& layout);
 

@@ -30,6 +30,7 @@ PYBIND11_MODULE(_pagellm, m) {
       .def("stats", &PyLLM::Stats)
       .def("info", &PyLLM::Info)
       .def("reset_prefix_cache", &PyLLM::ResetPrefixCache)
+      .def("shutdown", &PyLLM::Shutdown)
       .def("tokenizer", [](const std::shared_ptr<PyLLM>& self) {
         return std::make_shared<PyTokenizer>(self, &self->core().tokenizer());
       });

@@ -16,14 +16,22 @@ namespace py = pybind11;
 namespace pagellm::python {
 
 PyAsyncEngine::PyAsyncEngine(const py::dict& engine_args) {
-  const EngineConfig config = EngineConfigFromDict(engine_args);
+  EngineConfig config = EngineConfigFromDict(engine_args);
+  std::unique_ptr<TensorParallelThreads> tp = StartTensorParallelThreads(config);
   StatusOr<std::unique_ptr<EngineCore>> core = [&] {
     py::gil_scoped_release release;
     return EngineCore::Create(config);
   }();
-  if (!core.ok()) ThrowStatus(core.status());
-  if (pipe2(pipe_, O_NONBLOCK | O_CLOEXEC) != 0)
+  if (!core.ok()) {
+    StopAfterFailedStart(std::move(tp));
+    ThrowStatus(core.status());
+  }
+  if (pipe2(pipe_, O_NONBLOCK | O_CLOEXEC) != 0) {
+    core->reset();
+    StopAfterFailedStart(std::move(tp));
     throw std::runtime_error("cannot create the engine's notification pipe");
+  }
+  tp_ = std::move(tp);
   engine_ = std::make_unique<AsyncEngine>(std::move(*core));
 }
 
@@ -36,12 +44,14 @@ PyAsyncEngine::~PyAsyncEngine() {
 void PyAsyncEngine::Shutdown() {
   if (!engine_) return;
   py::gil_scoped_release release;
-  engine_->Shutdown();
+  engine_->Shutdown();  // joins the loop thread, the one that used the group's rank 0
+  if (tp_ != nullptr) (void)tp_->Stop();
 }
 
 void PyAsyncEngine::AddRequest(const std::string& request_id,
                                const std::vector<int32_t>& prompt_token_ids,
                                const py::handle& params, int priority) {
+  ThrowIfGroupFailed(tp_.get());
   EngineRequest r;
   r.request_id = request_id;
   r.prompt_token_ids = prompt_token_ids;

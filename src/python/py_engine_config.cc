@@ -1,7 +1,9 @@
 #include "python/py_engine_config.h"
 
+#include <algorithm>
 #include <string>
 
+#include "base/thread_pool.h"
 #include "sched/scheduler_config.h"
 #include "spec/speculative_config_parser.h"
 
@@ -43,6 +45,12 @@ EngineConfig EngineConfigFromDict(const py::dict& args) {
   }
   Get(args, "quantization", c.quantization);  // vLLM's name; must match the checkpoint
   Get(args, "threads", c.threads);
+  // Tensor parallelism in one process (python/py_llm.h): `threads` is per rank, as the
+  // binary's --threads; 0 shares the CPUs available to the process among the ranks.
+  Get(args, "tensor_parallel_size", c.tensor_parallel_size);
+  if (c.tensor_parallel_size < 1) throw py::value_error("tensor_parallel_size must be >= 1");
+  if (c.tensor_parallel_size > 1 && c.threads == 0)
+    c.threads = std::max(1, ThreadPool::AvailableCpus() / c.tensor_parallel_size);
   Get(args, "max_model_len", c.max_model_len);
   Get(args, "block_size", c.block_size);
   Get(args, "gpu_memory_utilization", c.gpu_memory_utilization);

@@ -38,17 +38,61 @@ py::dict StatsToDict(const EngineStats& s) {
   d["num_steps"] = s.num_steps;
   d["prefix_cache_queries"] = s.prefix_cache_queries;
   d["prefix_cache_hits"] = s.prefix_cache_hits;
+  // Tensor parallelism: rank 0's forward steps, their time and, of it, inside collectives.
+  d["tensor_parallel_size"] = s.tensor_parallel_size;
+  d["tp_forward_steps"] = s.tp_forward_steps;
+  d["tp_forward_seconds"] = s.tp_forward_seconds;
+  d["tp_comm_seconds"] = s.tp_comm_seconds;
+  d["tp_all_reduces"] = s.tp_all_reduces;
+  d["tp_all_reduce_seconds"] = s.tp_all_reduce_seconds;
   return d;
 }
 
+std::unique_ptr<TensorParallelThreads> StartTensorParallelThreads(EngineConfig& config) {
+  if (config.tensor_parallel_size <= 1) return nullptr;
+  auto tp = std::make_unique<TensorParallelThreads>(config.tensor_parallel_size);
+  config.tensor_parallel_group = tp->rank0();
+  return tp;
+}
+
+void StopAfterFailedStart(std::unique_ptr<TensorParallelThreads> tp) {
+  if (tp == nullptr) return;
+  py::gil_scoped_release release;
+  (void)tp->Stop();
+}
+
+void ThrowIfGroupFailed(const TensorParallelThreads* tp) {
+  if (tp == nullptr) return;
+  const Status failure = tp->failure();
+  if (!failure.ok())
+    throw std::runtime_error("the tensor-parallel group has failed: " + failure.message());
+}
+
 PyLLM::PyLLM(const py::dict& engine_args) {
-  const EngineConfig config = EngineConfigFromDict(engine_args);
+  EngineConfig config = EngineConfigFromDict(engine_args);
+  std::unique_ptr<TensorParallelThreads> tp = StartTensorParallelThreads(config);
   StatusOr<std::unique_ptr<LLM>> llm = [&] {
     py::gil_scoped_release release;
     return LLM::Create(config);
   }();
-  if (!llm.ok()) ThrowStatus(llm.status());
+  if (!llm.ok()) {
+    StopAfterFailedStart(std::move(tp));
+    ThrowStatus(llm.status());
+  }
+  tp_ = std::move(tp);
   llm_ = std::move(*llm);
+}
+
+PyLLM::~PyLLM() {
+  Shutdown();
+}
+
+void PyLLM::Shutdown() {
+  py::gil_scoped_release release;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (tp_ != nullptr) (void)tp_->Stop();
 }
 
 py::list PyLLM::Generate(const py::list& prompts, const py::list& params,
@@ -56,6 +100,8 @@ py::list PyLLM::Generate(const py::list& prompts, const py::list& params,
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock())
     throw std::runtime_error("this LLM is already generating in another thread");
+  if (shut_down_) throw std::runtime_error("this LLM has been shut down");
+  ThrowIfGroupFailed(tp_.get());
   std::vector<PromptInput> inputs(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     py::handle p = prompts[i];
@@ -99,7 +145,10 @@ py::list PyLLM::Generate(const py::list& prompts, const py::list& params,
     return llm_->Generate(inputs, sp, hook);
   }();
   if (interrupted) throw py::error_already_set();
-  if (!results.ok()) ThrowStatus(results.status());
+  if (!results.ok()) {
+    ThrowIfGroupFailed(tp_.get());  // a worker's failure, rather than its echo on rank 0
+    ThrowStatus(results.status());
+  }
   const Tokenizer& tok = llm_->core().tokenizer();
   py::list out(results->size());
   for (size_t i = 0; i < results->size(); ++i) {
@@ -158,6 +207,7 @@ py::dict EngineInfo(const EngineCore& core) {
 bool PyLLM::ResetPrefixCache() {
   py::gil_scoped_release release;
   std::lock_guard<std::mutex> lock(mu_);
+  if (shut_down_) return false;
   return llm_->core().ResetPrefixCache();
 }
 

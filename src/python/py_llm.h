@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 
+#include "backend/tensor_parallel_threads.h"
 #include "engine/llm.h"
 #include "pybind11/pybind11.h"
 
@@ -13,8 +14,15 @@ namespace pagellm::python {
 
 class PyLLM {
  public:
-  // Loads the model (GIL released); ValueError / RuntimeError with the engine's message.
+  // Loads the model (GIL released); ValueError / RuntimeError with the engine's message. With
+  // tensor_parallel_size N > 1 the ranks run as threads of this process
+  // (StartTensorParallelThreads).
   explicit PyLLM(const pybind11::dict& engine_args);
+  ~PyLLM();  // Shutdown()
+
+  // Stops the tensor-parallel workers (waiting for a running Generate first); the engine then
+  // refuses to generate (RuntimeError), its tokenizer stays usable. Idempotent.
+  void Shutdown();
 
   // prompts: list of str or list[int] (pre-tokenized); params: list of pagellm.SamplingParams,
   // one for all or one per prompt; priorities: list of int (empty = all 0).
@@ -37,10 +45,21 @@ class PyLLM {
   const EngineCore& core() const { return llm_->core(); }
 
  private:
+  // Declared before llm_: the workers' group outlives the engine that holds its rank 0.
+  std::unique_ptr<TensorParallelThreads> tp_;
   std::unique_ptr<LLM> llm_;
+  bool shut_down_ = false;  // guarded by mu_
   // Generate runs without the GIL: a second Python thread must not enter the engine meanwhile.
   mutable std::mutex mu_;
 };
+
+// For an engine of tensor_parallel_size N > 1 (`config`), ranks 1..N-1 on threads of this
+// process; sets config's group to its rank 0. Null for N = 1.
+std::unique_ptr<TensorParallelThreads> StartTensorParallelThreads(EngineConfig& config);
+// Stops `tp` (may be null) after its engine failed to start, without the GIL.
+void StopAfterFailedStart(std::unique_ptr<TensorParallelThreads> tp);
+// RuntimeError for a tensor-parallel engine whose group has failed or been shut down.
+void ThrowIfGroupFailed(const TensorParallelThreads* tp);
 
 // {"model", "vocab_size", "max_model_len", "num_blocks", "block_size", "max_logprobs",
 //  "default_sampling": {temperature, top_p, top_k, min_p, repetition_penalty}}.

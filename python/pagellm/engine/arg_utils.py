@@ -32,8 +32,9 @@ _NO_EFFECT = {
     "max_seq_len_to_capture": "there are no CUDA graphs on the CPU backend",
     "compilation_config": "the CPU backend has no graph compilation",
     "cpu_offload_gb": "weights are already in host memory",
-    "disable_custom_all_reduce": "one process, no all-reduce",
-    "distributed_executor_backend": "one process",
+    "disable_custom_all_reduce": "the tensor-parallel all-reduce is the engine's own "
+                                 "(a rank-order sum)",
+    "distributed_executor_backend": "tensor-parallel ranks run as threads of this process",
     "max_parallel_loading_workers": "weights are memory-mapped",
     "disable_sliding_window": "the supported architectures have no sliding window",
     "disable_cascade_attn": "there is no cascade attention kernel",
@@ -133,7 +134,8 @@ class EngineArgs:
     allowed_local_media_path: str = ""
     logits_processors: Optional[list] = None
     worker_cls: str = "auto"
-    # pagellm's own: CPU threads of the engine (0 = all available to the process).
+    # pagellm's own: CPU threads of the engine (0 = all available to the process), per rank
+    # with tensor_parallel_size > 1 (0 = the available CPUs shared among the ranks).
     threads: int = 0
 
     def _defaults(self) -> dict:
@@ -160,12 +162,7 @@ class EngineArgs:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
-            if value > 1 and name == "tensor_parallel_size":
-                raise NotImplementedError(
-                    f"{name}={value}: the Python LLM runs in one process; tensor parallelism "
-                    "runs in the pagellm binary (`pagellm serve MODEL -tp N`, "
-                    "docs/PARALLELISM.md)")
-            if value > 1:
+            if value > 1 and name != "tensor_parallel_size":
                 raise NotImplementedError(f"{name}={value}: this build runs one process; "
                                           "parallelism is not supported yet (use 1)")
         if self.quantization not in (None, "None", "none", "gguf", "awq", "awq_marlin", "gptq",
@@ -197,6 +194,8 @@ class EngineArgs:
                      "max_logprobs", "scheduling_policy", "preemption_mode", "threads"):
             config[name] = getattr(self, name)
         config["seed"] = 0 if self.seed is None else self.seed
+        # Ranks 1..N-1 run as threads of this process (docs/PARALLELISM.md, "From Python").
+        config["tensor_parallel_size"] = self.tensor_parallel_size
         if self.speculative_config is not None:
             spec = self.speculative_config
             config["speculative_config"] = spec if isinstance(spec, str) else json.dumps(spec)

@@ -5,7 +5,7 @@ import json
 import os
 from typing import Any, Optional, Sequence, Union
 
-from pagellm import _pagellm
+from pagellm import _pagellm, _shutdown
 from pagellm._progress import ProgressBar
 from pagellm.engine.arg_utils import EngineArgs
 from pagellm.inputs import parse_prompts
@@ -41,6 +41,11 @@ class LLM:
 
     Keyword arguments are vLLM's engine arguments (pagellm.EngineArgs); an unknown one raises
     TypeError, and one that means nothing on this engine logs a one-line warning.
+
+    tensor_parallel_size=N > 1 splits the model across N ranks run as threads of this process
+    (one machine; across machines run the pagellm binary under mpirun, docs/PARALLELISM.md);
+    `threads` is then per rank (0: the available CPUs shared among the ranks). shutdown() (also
+    called when the LLM is collected and at interpreter exit) stops the ranks.
     """
 
     def __init__(self, model: str, *, tokenizer: Optional[str] = None,
@@ -62,6 +67,7 @@ class LLM:
                           kv_cache_memory_bytes=kv_cache_memory_bytes, **kwargs)
         self.engine_args = args
         self._engine = _pagellm.Engine(args.create_engine_config())
+        _shutdown.register(self)
         self._info = self._engine.info()
         self._tokenizer = Tokenizer(self._engine.tokenizer(), str(tokenizer or model))
 
@@ -147,8 +153,16 @@ class LLM:
 
     def engine_stats(self) -> dict:
         """The engine's state: kv_usage (0..1), num_running, num_waiting, num_free_blocks,
-        num_usable_blocks, num_preemptions, prefix-cache counters (pagellm's addition)."""
+        num_usable_blocks, num_preemptions, prefix-cache counters, and with
+        tensor_parallel_size > 1 the forward steps' time and, of it, the time inside the ranks'
+        collectives (tp_forward_seconds, tp_comm_seconds, tp_all_reduce_seconds; pagellm's
+        addition)."""
         return self._engine.stats()
+
+    def shutdown(self) -> None:
+        """Stops the tensor-parallel ranks (waiting for a generate() running in another
+        thread); generate() then raises RuntimeError. Idempotent (pagellm's addition)."""
+        self._engine.shutdown()
 
     def _resolve_params(self, sampling_params: Any, num_prompts: int) -> list:
         if sampling_params is None:

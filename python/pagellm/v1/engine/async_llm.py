@@ -6,7 +6,7 @@ the loop watches (loop.add_reader), so no thread waits per request."""
 import asyncio
 from typing import Any, AsyncGenerator, Optional
 
-from pagellm import _pagellm
+from pagellm import _pagellm, _shutdown
 from pagellm.engine.arg_utils import AsyncEngineArgs
 from pagellm.inputs import parse_prompt
 from pagellm.outputs import (CompletionOutput, RequestOutput, logprobs_position,
@@ -76,6 +76,7 @@ class AsyncLLM:
                             "AsyncLLM.from_engine_args)")
         self.engine_args = engine_args
         self._engine = _pagellm.AsyncEngine(engine_args.create_engine_config())
+        _shutdown.register(self)
         self._tokenizer = Tokenizer(self._engine.tokenizer(), str(engine_args.model))
         self._requests: dict = {}  # engine request id -> (_Request, sample index)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
