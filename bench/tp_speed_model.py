@@ -67,12 +67,11 @@ def main():
     local_overhead = None
     if a.tp2:
         tp2 = json.load(open(a.tp2))
-        comm = tp2.get("communication", {})
-        per = comm.get("decode_allreduce_ms_per_call")
-        if per is not None:
-            # What one all-reduce of a decode step costs here over shared memory, beyond moving
-            # its bytes: the software floor a network message adds to.
-            local_overhead = per / 1e3
+        per = tp2.get("tensor_parallel_comm", {}).get("decode", {}).get("us_per_all_reduce")
+        if per:
+            # What one all-reduce of a decode step costs here over shared memory (including the
+            # wait for the slower rank): the software floor a network message adds to.
+            local_overhead = per / 1e6
     print(f"TP-1 step (measured): decode {t_decode * 1e3:.2f} ms/token, prefill of {pp} tokens "
           f"{t_prefill * 1e3:.1f} ms; {collectives} all-reduces per step, decode message "
           f"{a.hidden * 4} B, prefill message {pp * a.hidden * 4 / 1e6:.2f} MB")
