@@ -11,6 +11,7 @@ Environment:
 """
 
 import os
+import shutil
 import sys
 import tempfile
 
@@ -71,3 +72,16 @@ def pagellm_module():
 @pytest.fixture(scope="session")
 def stories_model(shared_dir):
     return os.path.join(shared_dir, "models", "stories260K")
+
+
+@pytest.fixture(scope="session")
+def node():
+    """The node binary for the official `openai` npm client's checks (tests/e2e/*.test.mjs);
+    skips without node or without the client (scripts/setup.sh runs npm install there)."""
+    path = shutil.which("node")
+    if path is None:
+        pytest.skip("node is not installed")
+    e2e = os.path.join(os.path.dirname(os.path.abspath(__file__)), "e2e")
+    if not os.path.isfile(os.path.join(e2e, "node_modules", "openai", "package.json")):
+        pytest.skip("the openai npm package is not installed (npm install in tests/e2e)")
+    return path

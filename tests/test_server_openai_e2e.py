@@ -4,7 +4,6 @@ Skips when node or the client (scripts/setup.sh runs `npm install` in tests/e2e)
 """
 
 import os
-import shutil
 import subprocess
 import sys
 
@@ -13,16 +12,6 @@ import pytest
 E2E_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "e2e")
 sys.path.insert(0, E2E_DIR)
 from pagellm_server import MODEL_NAME, Server  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def node():
-    path = shutil.which("node")
-    if path is None:
-        pytest.skip("node is not installed")
-    if not os.path.isfile(os.path.join(E2E_DIR, "node_modules", "openai", "package.json")):
-        pytest.skip("the openai npm package is not installed (npm install in tests/e2e)")
-    return path
 
 
 def test_openai_node_client(node, pagellm_binary, shared_dir, scratch_dir):

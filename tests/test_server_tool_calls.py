@@ -9,7 +9,6 @@ Skips when node or the client (scripts/setup.sh runs `npm install` in tests/e2e)
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -35,16 +34,6 @@ SCHEMAS = {
                        "exact": {"type": "boolean"}},
         "required": ["a", "b", "exact"], "additionalProperties": False},
 }
-
-
-@pytest.fixture(scope="module")
-def node():
-    path = shutil.which("node")
-    if path is None:
-        pytest.skip("node is not installed")
-    if not os.path.isfile(os.path.join(E2E_DIR, "node_modules", "openai", "package.json")):
-        pytest.skip("the openai npm package is not installed (npm install in tests/e2e)")
-    return path
 
 
 @pytest.mark.parametrize("auto", [False, True], ids=["no-auto", "auto-hermes"])

@@ -12,7 +12,6 @@ Skips without node / the npm client, or without ../shared.
 """
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,16 +26,6 @@ from pagellm_server import CHAT_TEMPLATE, MODEL_NAME, free_port, model_dir  # no
 ARTICLE_FLAGS = ["--tensor-parallel-size", "4", "--gpu-memory-utilization", "0.90",
                  "--max-model-len", "8192", "--block-size", "16", "--swap-space", "4",
                  "--max-num-seqs", "256"]
-
-
-@pytest.fixture(scope="module")
-def node():
-    path = shutil.which("node")
-    if path is None:
-        pytest.skip("node is not installed")
-    if not os.path.isfile(os.path.join(E2E_DIR, "node_modules", "openai", "package.json")):
-        pytest.skip("the openai npm package is not installed (npm install in tests/e2e)")
-    return path
 
 
 def test_article_command_tp4_answers_openai_client(node, pagellm_binary, shared_dir,
