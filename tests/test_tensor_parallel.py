@@ -232,8 +232,30 @@ def test_split_that_does_not_divide_is_a_clear_error(pagellm_binary, random_mode
     assert "4 attention heads are not divisible" in proc.stderr, proc.stderr
 
 
-def rank_pids(rank):
-    """Pids of this user's pagellm processes that mpirun started as `rank`."""
+def descends_from(pid, root):
+    """Whether process `pid` is `root` or started (through any chain of parents) by it."""
+    while pid > 1:
+        if pid == root:
+            return True
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def rank_pids(rank, root=None):
+    """Pids of this user's pagellm processes that mpirun started as `rank` (only those under
+    process `root` when given: other test runs on the machine may have ranks of their own)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -246,7 +268,8 @@ def rank_pids(rank):
         except OSError:
             continue
         if comm == "pagellm" and f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
-            pids.append(int(entry))
+            if root is None or descends_from(int(entry), root):
+                pids.append(int(entry))
     return pids
 
 
@@ -258,7 +281,7 @@ def test_killed_worker_ends_the_server(pagellm_binary, shared_dir, scratch_dir):
         status, body = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
                                                        "max_tokens": 4, "temperature": 0})
         assert status == 200 and body["usage"]["completion_tokens"] == 4, body
-        workers = [p for p in rank_pids(1) if p != server.proc.pid]
+        workers = [p for p in rank_pids(1, server.proc.pid) if p != server.proc.pid]
         assert workers, "no rank-1 process found"
         os.kill(workers[0], signal.SIGKILL)
         start = time.time()
@@ -276,14 +299,15 @@ def test_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scratch_dir):
                     log_dir=scratch_dir)
     try:
         server.wait_ready(timeout=90)
-        assert rank_pids(1)
+        workers = rank_pids(1, server.proc.pid)
+        assert workers
         start = time.time()
         assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
         assert time.time() - start < 30
         deadline = time.time() + 10
-        while rank_pids(1) and time.time() < deadline:
+        while any(alive(p) for p in workers) and time.time() < deadline:
             time.sleep(0.1)
-        assert not rank_pids(1), "a worker outlived the server"
+        assert not any(alive(p) for p in workers), "a worker outlived the server"
     finally:
         server.stop()
 
@@ -361,7 +385,7 @@ def test_pp_server_answers_and_a_killed_stage_ends_it(pagellm_binary, shared_dir
             "ignore_eos": True, "logprobs": 1, "return_tokens_as_token_ids": True})
         assert status == 200, body
         assert body["choices"][0]["logprobs"]["tokens"] == [f"token_id:{i}" for i in want[0]]
-        workers = [p for p in rank_pids(3) if p != server.proc.pid]
+        workers = [p for p in rank_pids(3, server.proc.pid) if p != server.proc.pid]
         assert workers, "no rank-3 process found"
         os.kill(workers[0], signal.SIGKILL)
         start = time.time()
@@ -381,11 +405,12 @@ def test_pp_server_sigterm_shuts_every_rank_down(pagellm_binary, shared_dir, scr
         status, body = server.post("/v1/completions", {"model": "stories", "prompt": "Once",
                                                        "max_tokens": 4, "temperature": 0})
         assert status == 200 and body["usage"]["completion_tokens"] == 4, body
-        assert rank_pids(1)
+        workers = rank_pids(1, server.proc.pid)
+        assert workers
         assert server.stop(signal.SIGTERM, timeout=30) == 0, server.read_log()
         deadline = time.time() + 10
-        while rank_pids(1) and time.time() < deadline:
+        while any(alive(p) for p in workers) and time.time() < deadline:
             time.sleep(0.1)
-        assert not rank_pids(1), "a worker outlived the server"
+        assert not any(alive(p) for p in workers), "a worker outlived the server"
     finally:
         server.stop()

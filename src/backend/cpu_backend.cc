@@ -116,7 +116,11 @@ Status CpuBackend::Forward(const ForwardBatch& batch, ForwardOutput* out) {
   RETURN_IF_ERROR(ValidateBatch(batch));
   if (pp_ops_ != nullptr) {
     const Status s = pp_ops_->Step(model_, arch_.forward, batch, out);
-    if (tp_ops_ != nullptr) RETURN_IF_ERROR(tp_ops_->TakeStatus());
+    if (tp_ops_ == nullptr) return s;
+    // This stage's collectives (the wait for later stages' logits is their compute, not
+    // communication).
+    tp_ops_->TakeCommTiming(out);
+    RETURN_IF_ERROR(tp_ops_->TakeStatus());
     return s;
   }
   if (tp_ops_ == nullptr) {

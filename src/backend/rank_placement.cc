@@ -30,9 +30,10 @@ StatusOr<std::unique_ptr<LoadedModel>> RankModel(const LoadedModel& full, const 
     stage = stage_holder->get();
   }
   if (p.tp > 1) return ShardModel(*stage, p.shard);
-  // A lone stage: the rank runs the stage model itself (moved out of the holder).
+  // A stage of one rank runs the stage model itself.
   CHECK(p.pp > 1) << "a rank of a world of one";
-  return std::move(*stage_holder);
+  std::unique_ptr<LoadedModel> own = std::move(*stage_holder);
+  return own;
 }
 
 StatusOr<KvCacheShape> RankKvShape(const KvCacheShape& whole, const RankPlacement& p) {

@@ -34,7 +34,8 @@ StatusOr<RankPlacement> PlaceRank(const ModelConfig& config, int world_rank, int
                                   const std::vector<int>& partition);
 
 // The model this rank runs: its stage of `full` (the whole model when pp is 1), then its shard
-// of that (when tp > 1). `stage_holder` keeps the stage model the shard was cut from. Errors are
+// of that (when tp > 1); tp x pp must be more than 1. `stage_holder` keeps the stage model a
+// shard was cut from (it stays empty when the rank runs the stage model itself). Errors are
 // ShardModel's.
 StatusOr<std::unique_ptr<LoadedModel>> RankModel(const LoadedModel& full, const RankPlacement& p,
                                                  std::unique_ptr<LoadedModel>* stage_holder);
