@@ -20,7 +20,8 @@ namespace pagellm {
 
 struct KernelTuning {
   // Bytes ahead of the current read at which the packed quantized decode streams (Q4_0/Q8_0
-  // groups, K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches.
+  // groups, K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches. 0 (here and in the
+  // other streams' entries): no software prefetch, the hardware prefetchers alone.
   int64_t quant_prefetch_bytes = 65536;
   // The same for F16/BF16 weights in the lane layout (prefetcht1: into L2 only).
   int64_t f16_prefetch_bytes = 65536;

@@ -47,7 +47,7 @@ inline void ChainSums(const uint8_t* group, int64_t s0, int64_t s1, int64_t cols
     int64_t s = s0;
     for (; s < s_full; ++s) {
       const uint8_t* ws = group + s * kF16LaneStepBytes;
-      if (j0 == 0) {
+      if (kPrefetchBytes != 0 && j0 == 0) {
 #pragma GCC unroll 8
         for (int line = 0; line < kF16LaneStepBytes / 64; ++line) {
           _mm_prefetch(reinterpret_cast<const char*>(ws + kPrefetchBytes + 64 * line), _MM_HINT_T1);

@@ -204,7 +204,7 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
   const int64_t lines_per_unit = (lines + 7) / 8;
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
-    const bool prefetch = stop - sb > kPrefetchBytes;
+    const bool prefetch = kPrefetchBytes != 0 && stop - sb > kPrefetchBytes;
     __m512i isum[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();

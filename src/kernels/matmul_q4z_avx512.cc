@@ -59,7 +59,7 @@ inline float LoadF32(const uint8_t* p) {
 
 template <bool kShared>
 inline void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
-  if (stop - quad <= kPrefetchBytes) return;
+  if (kPrefetchBytes == 0 || stop - quad <= kPrefetchBytes) return;
   const uint8_t* p = quad + kPrefetchBytes;
 #pragma GCC unroll 19
   for (int64_t i = 0; i < L<kShared>::kQuadBytes / 64; ++i) {

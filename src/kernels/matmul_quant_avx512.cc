@@ -66,7 +66,8 @@ inline void PrefetchRange(const uint8_t* p) {
 // the other core, and a short task would spend its prefetches there instead of on its own rows.
 template <int64_t kPairBytes>
 inline void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
-  if (stop - p > kPrefetchBytes) PrefetchRange<kPairBytes>(p + kPrefetchBytes);
+  if (kPrefetchBytes != 0 && stop - p > kPrefetchBytes)
+    PrefetchRange<kPairBytes>(p + kPrefetchBytes);
 }
 
 inline int32_t LoadI32(const uint8_t* p) {
