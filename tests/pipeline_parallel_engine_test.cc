@@ -1,11 +1,12 @@
-// The engine's batch-invariance workload under pipeline parallelism, the ranks as threads of
-// this process (dist/local_communicator.h), rank 0 running the engine: mixed prompt lengths
-// (BOS-only to 300 tokens) and shared prefixes (prefix caching), a token budget of 64 (chunked
-// prefill), a KV cache so small that requests are preempted (recompute, and swap), prompt
+// The engine's batch-invariance workload under tensor and pipeline parallelism, the ranks as
+// threads of this process (dist/local_communicator.h), rank 0 running the engine: mixed prompt
+// lengths (BOS-only to 300 tokens) and shared prefixes (prefix caching), a token budget of 64
+// (chunked prefill), a KV cache so small that requests are preempted (recompute, and swap), prompt
 // logprobs (steps whose sequences want every row), and speculative decoding with a draft model.
-// PP 2 gives the outputs of one rank bit for bit (tokens, logprobs, prompt logprobs); TP 2 x PP 2
-// the same tokens. Every run starts from a KV cache poisoned with NaN and ends with every block
-// free.
+// PP 2 gives the outputs of one rank bit for bit (tokens, logprobs, prompt logprobs); TP 2, TP 4
+// (stories260K's 4 KV heads: one per rank) and TP 2 x PP 2 the same tokens (their logits are
+// within 1e-5, tensor_parallel_test.cc, so logprobs may differ in the last bits). Every run starts
+// from a KV cache poisoned with NaN and ends with every block free.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -120,6 +121,8 @@ TEST(PipelineParallelEngine, WorkloadMatchesOneRank) {
     const EngineRun pp2 = RunSplit(c, 1, 2, w);
     ExpectIdenticalOutputs(ref, pp2, name + " at PP 2");
     EXPECT_EQ(pp2.stats.num_preemptions, ref.stats.num_preemptions);
+    ExpectSameTokens(ref, RunSplit(c, 2, 1, w), name + " at TP 2");
+    ExpectSameTokens(ref, RunSplit(c, 4, 1, w), name + " at TP 4");
     ExpectSameTokens(ref, RunSplit(c, 2, 2, w), name + " at TP 2 x PP 2");
   }
 }
