@@ -14,15 +14,16 @@
 // of a register (panel transposed at packing time) and runs the 16 lane chains of the decode
 // order one residue class at a time, so HSum's tree becomes vertical register adds and y is
 // updated 16 rows at a time; its micro-tile is 32 rows x 12 tokens (24 accumulators, 2 weight
-// loads and 12 broadcasts per 24 FMAs). The older row-pair panel kernel (PanelTile: lanes
-// along k, one HSum per output and chunk) remains for BF16 dot products and for A/B runs
-// (PAGELLM_LANE_PREFILL=0). Decode (few tokens) walks each tile of kRd rows through all
-// chunks, streaming weights linearly from memory.
+// loads and 12 broadcasts per 24 FMAs). BF16 dot products have the same rows-in-lanes prefill
+// in matmul_bf16_lanes_avx512.cc. The older row-pair panel kernels (PanelTile, PanelTileBf16:
+// lanes along k, one HSum per output and chunk) remain for A/B runs (PAGELLM_LANE_PREFILL=0).
+// Decode (few tokens) walks each tile of kRd rows through all chunks, streaming weights linearly
+// from memory.
 //
 // BF16 weights on CPUs with AVX512-BF16 take the dot-product instruction instead (twice the
 // work per instruction, as llama.cpp does): activations are rounded to bf16 (RNE) and
 // vdpbf16ps accumulates lane j <- the element pairs (32s + 2j, 32s + 2j + 1), 32 k per step,
-// in the same chunk/HSum order. Decode (TileBf16) and prefill (PanelTileBf16) both use it, so
+// in the same chunk/HSum order. Decode (TileBf16) and prefill (PrefillBf16Lanes) both use it, so
 // batch invariance holds; results differ from the fp32-activation levels by the bf16
 // rounding of x.
 #include "kernels/simd_avx512.h"
@@ -35,6 +36,7 @@
 #include "base/cpu_features.h"
 #include "kernels/kernel_tuning.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/matmul_lanes_avx512.h"
 #include "kernels/packed_weights.h"
 #include "pagellm/check.h"
 
@@ -151,23 +153,6 @@ inline bool UseLanePrefill() {
 inline bool UseBf16Dot() {
   static const bool on = GetCpuFeatures().avx512_bf16;
   return on;
-}
-
-// 32 activations from x[k..k+n) (n <= 32, zero past n) rounded to bf16 (RNE).
-inline __m512bh LoadXBf16(const float* x, int64_t k, int64_t n) {
-  if (n >= 32) {
-    return _mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + k + 16), _mm512_loadu_ps(x + k));
-  }
-  const __m512 lo = _mm512_maskz_loadu_ps(TailMask16(std::min<int64_t>(16, n)), x + k);
-  const __m512 hi = _mm512_maskz_loadu_ps(TailMask16(std::max<int64_t>(0, n - 16)), x + k + 16);
-  return _mm512_cvtne2ps_pbh(hi, lo);
-}
-
-// 32 bf16 weights from element k of a row (n <= 32 valid, zero past n).
-inline __m512bh LoadWBf16(const uint8_t* row, int64_t k, int64_t n) {
-  if (n >= 32) return (__m512bh)_mm512_loadu_si512(row + 2 * k);
-  const __mmask32 m = static_cast<__mmask32>((uint64_t{1} << n) - 1);
-  return (__m512bh)_mm512_maskz_loadu_epi16(m, row + 2 * k);
 }
 
 // As Tile for BF16 weights with the dot-product scheme.
@@ -450,38 +435,6 @@ inline int64_t LanePanelRows(int64_t K) {
 // holds the 32 rows' weights at k = p0 + c * kChunk + 16 s + j at
 //   g * 32 * 16 * steps + c * 32 * kChunk + (j * steps_c + s) * 32,   steps = ceil((p1-p0)/16)
 // (k past p1 is zero, as the decode order's masked last step).
-// In-register transpose of a 16x16 fp32 block: on return v[j] lane i = old v[i] lane j.
-inline void Transpose16(__m512 (&v)[16]) {
-  __m512 t[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  // v[4q + c], 128-bit lane l: column 4l + c of rows 4q..4q+3.
-#pragma GCC unroll 4
-  for (int q = 0; q < 4; ++q) {
-    v[4 * q] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-    v[4 * q + 1] = _mm512_shuffle_ps(t[4 * q], t[4 * q + 2], 0xee);
-    v[4 * q + 2] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-    v[4 * q + 3] = _mm512_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xee);
-  }
-  // t[c] / t[c + 4] (c < 4): lanes = columns c, c + 8 / c + 4, c + 12 of rows 0..3, 4..7;
-  // t[8 + ...] the same for rows 8..15.
-#pragma GCC unroll 4
-  for (int c = 0; c < 4; ++c) {
-    t[c] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0x88);
-    t[c + 4] = _mm512_shuffle_f32x4(v[c], v[4 + c], 0xdd);
-    t[c + 8] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0x88);
-    t[c + 12] = _mm512_shuffle_f32x4(v[8 + c], v[12 + c], 0xdd);
-  }
-#pragma GCC unroll 8
-  for (int c = 0; c < 8; ++c) {
-    v[c] = _mm512_shuffle_f32x4(t[c], t[c + 8], 0x88);
-    v[c + 8] = _mm512_shuffle_f32x4(t[c], t[c + 8], 0xdd);
-  }
-}
-
 template <DType kType>
 void PackWeightsT(const WeightMatrix& w, int64_t r0, int64_t r1, int64_t p0, int64_t p1,
                   float* out) {
@@ -585,42 +538,7 @@ inline void LaneTile(const float* wp, const float* xp, int64_t steps, bool first
         acc[1][t] = _mm512_fmadd_ps(w1, xv, acc[1][t]);
       }
     }
-    // Combine with waiting partials: leaf n closes one tree level per trailing 1 bit of n.
-    int levels = 0;
-    for (int m = n; m & 1; m >>= 1) ++levels;
-    for (int lv = 0; lv < levels; ++lv) {
-      --depth;
-#pragma GCC unroll 12
-      for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 2
-        for (int g = 0; g < kRg; ++g) {
-          acc[g][t] = _mm512_add_ps(_mm512_load_ps(partial[depth][g * T + t]), acc[g][t]);
-        }
-      }
-    }
-    if (n < 15) {
-#pragma GCC unroll 12
-      for (int t = 0; t < T; ++t) {
-#pragma GCC unroll 2
-        for (int g = 0; g < kRg; ++g) _mm512_store_ps(partial[depth][g * T + t], acc[g][t]);
-      }
-      ++depth;
-      continue;
-    }
-    const __mmask16 m0 = TailMask16(std::min(valid, 16));
-    const __mmask16 m1 = TailMask16(std::max(valid - 16, 0));
-#pragma GCC unroll 12
-    for (int t = 0; t < T; ++t) {
-      float* yt = y + t * ys;
-      if (first) {
-        _mm512_mask_storeu_ps(yt, m0, acc[0][t]);
-        _mm512_mask_storeu_ps(yt + 16, m1, acc[1][t]);
-      } else {
-        _mm512_mask_storeu_ps(yt, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, yt), acc[0][t]));
-        _mm512_mask_storeu_ps(yt + 16, m1,
-                              _mm512_add_ps(_mm512_maskz_loadu_ps(m1, yt + 16), acc[1][t]));
-      }
-    }
+    LaneTreeStep<kRg, T, kT>(n, depth, acc, partial, first, valid, y, ys);
   }
 }
 
@@ -663,15 +581,6 @@ void LanePrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int6
   }
 }
 
-// Runs tokens(std::integral_constant<int, kT>(), t) over full tiles of kT tokens from t0, then
-// once with the tail size (1..kT-1), so every tile size is a compile-time constant.
-template <typename TokensFn>
-inline void ForTokenTiles(int64_t t0, int64_t t1, TokensFn&& tokens) {
-  int64_t t = t0;
-  for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
-  if (t < t1) WithTileSize<kT - 1>(t1 - t, [&](auto tile) { tokens(tile, t); });
-}
-
 template <DType kType>
 void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const int64_t K = a.w->cols;
@@ -703,7 +612,12 @@ void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
 
 template <DType kType>
 void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  if (!(kType == DType::kBF16 && UseBf16Dot()) && (UseLanePrefill() || HasF16Lanes<kType>(a))) {
+  if (kType == DType::kBF16 && UseBf16Dot()) {
+    if (UseLanePrefill()) {
+      PrefillBf16Lanes(a, r0, r1, t0, t1);
+      return;
+    }
+  } else if (UseLanePrefill() || HasF16Lanes<kType>(a)) {
     LanePrefill<kType>(a, r0, r1, t0, t1);
     return;
   }

@@ -148,6 +148,10 @@ void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int
 // F16 weights with a lane-layout copy (w->packed, packed_weights.h), 1..4 tokens; r0 is a
 // multiple of 16. Same results as MatMulFloatBlock on the row-major weights.
 void DecodeF16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
+// BF16 weights (row-major), more than 4 tokens, on CPUs with AVX512-BF16: the vdpbf16ps
+// prefill with rows in the lanes (matmul_bf16_lanes_avx512.cc). Same results as the decode
+// order's TileBf16, bit for bit.
+void PrefillBf16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
 }  // namespace avx512
 
 }  // namespace pagellm::kernels_internal

@@ -449,6 +449,42 @@ TEST(MatMulTest, F16LaneLayoutBitwiseIdentical) {
   }
 }
 
+// The BF16 rows-in-lanes prefill (matmul_bf16_lanes_avx512.cc) gives the decode order's
+// results bit for bit: every token of a batch equals the token alone (decode, 1 token) and
+// sub-batches at odd offsets, for row counts past one 512-row panel and ragged 32-row groups,
+// cols past one chunk and not a multiple of 32, with and without a pool.
+TEST(MatMulTest, Bf16LanePrefillMatchesDecodeBitwise) {
+  if (!UsesBf16Activations(SimdLevel::kAvx512, DType::kBF16)) {
+    GTEST_SKIP() << "no AVX512-BF16 on this CPU";
+  }
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{1, 32}, {45, 100}, {1100, 1000}, {70, 2048}, {530, 8}};
+  for (const Shape& s : shapes) {
+    OwnedWeights ow = RandomWeights(rng, DType::kBF16, s.rows, s.cols);
+    const int64_t n = 29;
+    const std::vector<float> x = RandomVector(rng, n * s.cols);
+    const std::vector<float> full = RunMatMul(SimdLevel::kAvx512, ow.w, x, n, nullptr);
+    const std::vector<float> pooled = RunMatMul(SimdLevel::kAvx512, ow.w, x, n, &pool);
+    SCOPED_TRACE(Name(SimdLevel::kAvx512, DType::kBF16, s.rows, s.cols, n));
+    ASSERT_EQ(0, std::memcmp(full.data(), pooled.data(), full.size() * sizeof(float)));
+    for (int64_t tok = 0; tok < n; ++tok) {
+      const std::vector<float> xt(x.begin() + tok * s.cols, x.begin() + (tok + 1) * s.cols);
+      const std::vector<float> y1 = RunMatMul(SimdLevel::kAvx512, ow.w, xt, 1, nullptr);
+      ASSERT_EQ(0, std::memcmp(y1.data(), &full[tok * s.rows], s.rows * sizeof(float))) << tok;
+    }
+    for (int64_t b : {3, 10}) {
+      const int64_t len = 13;
+      const std::vector<float> xs(x.begin() + b * s.cols, x.begin() + (b + len) * s.cols);
+      const std::vector<float> ys = RunMatMul(SimdLevel::kAvx512, ow.w, xs, len, &pool);
+      ASSERT_EQ(0, std::memcmp(ys.data(), &full[b * s.rows], len * s.rows * sizeof(float)));
+    }
+  }
+}
+
 // MatMulMany (several matrices, one dispatch, activations prepared once) writes bitwise what
 // separate MatMul calls write, packed or not, at every level, with and without a pool.
 TEST(MatMulTest, ManyMatchesSeparateCalls) {
