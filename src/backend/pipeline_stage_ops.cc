@@ -9,7 +9,7 @@ namespace pagellm {
 
 PipelineStageOps::PipelineStageOps(ForwardOps& inner, Communicator& world,
                                    const RankPlacement& placement, int min_micro_batch_tokens)
-    : inner_(inner),
+    : ForwardingOps(inner),
       world_(world),
       placement_(placement),
       min_micro_batch_tokens_(min_micro_batch_tokens) {}

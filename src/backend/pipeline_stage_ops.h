@@ -18,18 +18,18 @@
 
 #include "backend/rank_placement.h"
 #include "dist/communicator.h"
-#include "model/forward_ops.h"
+#include "model/forwarding_ops.h"
 #include "model/model_weights.h"
 #include "pagellm/status.h"
 
 namespace pagellm {
 
-class PipelineStageOps : public ForwardOps {
+class PipelineStageOps : public ForwardingOps {
  public:
   using ForwardFn = void (*)(const LoadedModel&, const ForwardBatch&, ForwardOps&, ForwardOutput*);
 
-  // `inner` and `world` (the whole tp x pp world) must outlive the ops. min_micro_batch_tokens:
-  // PlanMicroBatches'.
+  // `inner` and `world` (the whole tp x pp world) must outlive the ops; every op but the
+  // stage hand-over goes to `inner`. min_micro_batch_tokens: PlanMicroBatches'.
   PipelineStageOps(ForwardOps& inner, Communicator& world, const RankPlacement& placement,
                    int min_micro_batch_tokens);
 
@@ -39,53 +39,10 @@ class PipelineStageOps : public ForwardOps {
   Status Step(const LoadedModel& model, ForwardFn forward, const ForwardBatch& batch,
               ForwardOutput* out);
 
-  float* Scratch(int slot, int64_t floats) override { return inner_.Scratch(slot, floats); }
-  void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) override {
-    inner_.Embed(table, ids, x);
-  }
-  void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
-               int64_t dim) override {
-    inner_.RmsNorm(x, weight, eps, out, rows, dim);
-  }
-  void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override {
-    inner_.MatMul(outs, x, rows);
-  }
-  void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override {
-    inner_.AddBias(x, bias, rows, dim);
-  }
-  void Add(float* x, const float* y, int64_t n) override { inner_.Add(x, y, n); }
-  void AddAllReduced(float* x, float* y, int64_t n) override { inner_.AddAllReduced(x, y, n); }
-  void AllReduce(float* x, int64_t n) override { inner_.AllReduce(x, n); }
-  void SiluMul(const float* gate, const float* up, float* out, int64_t n) override {
-    inner_.SiluMul(gate, up, out, n);
-  }
-  void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
-              int64_t rows) override {
-    inner_.MoeFfn(w, config, h, out, rows);
-  }
-  void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) override {
-    inner_.GeluTanhMul(gate, up, out, n);
-  }
-  void Scale(float* x, float s, int64_t n) override { inner_.Scale(x, s, n); }
-  void Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
-            int kv_heads) override {
-    inner_.Rope(layer, batch, q, q_heads, k, kv_heads);
-  }
-  void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override {
-    inner_.WriteKv(layer, batch, k, v);
-  }
-  void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override {
-    inner_.PagedAttention(layer, batch, q, out);
-  }
-  void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
-              ForwardOutput* out) override {
-    inner_.Logits(lm_head, x, rows, out);
-  }
   void ReceiveStageInput(float* x, int64_t n) override;
   void SendStageOutput(const float* x, int64_t n) override;
 
  private:
-  ForwardOps& inner_;
   Communicator& world_;
   const RankPlacement placement_;
   const int min_micro_batch_tokens_;

@@ -10,7 +10,7 @@ namespace pagellm {
 
 TensorParallelOps::TensorParallelOps(ForwardOps& inner, Communicator& group,
                                      const ModelConfig& full)
-    : inner_(inner),
+    : ForwardingOps(inner),
       group_(group),
       full_vocab_(full.vocab_size),
       full_q_dim_(full.q_dim()),

@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "model/forward_ops.h"
+#include "model/forwarding_ops.h"
 #include "model/tensor_parallel_shard.h"
 #include "pagellm/status.h"
 
 namespace pagellm {
 
-class TensorParallelOps : public ForwardOps {
+class TensorParallelOps : public ForwardingOps {
  public:
   // `inner` and `group` must outlive the ops; `full` is the unsplit model's config.
   TensorParallelOps(ForwardOps& inner, Communicator& group, const ModelConfig& full);
@@ -38,41 +38,11 @@ class TensorParallelOps : public ForwardOps {
   // collectives since the last call (and the all-reduces run), then starts counting again.
   void TakeCommTiming(ForwardOutput* out);
 
-  float* Scratch(int slot, int64_t floats) override { return inner_.Scratch(slot, floats); }
   void Embed(const WeightMatrix& table, std::span<const int32_t> ids, float* x) override;
-  void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
-               int64_t dim) override {
-    inner_.RmsNorm(x, weight, eps, out, rows, dim);
-  }
   void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) override;
-  void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) override {
-    inner_.AddBias(x, bias, rows, dim);
-  }
-  void Add(float* x, const float* y, int64_t n) override { inner_.Add(x, y, n); }
   void AddAllReduced(float* x, float* y, int64_t n) override;
   // Sums x [n] over the ranks unless a collective of this step already failed.
   void AllReduce(float* x, int64_t n) override;
-  void SiluMul(const float* gate, const float* up, float* out, int64_t n) override {
-    inner_.SiluMul(gate, up, out, n);
-  }
-  void MoeFfn(const MoeWeights& w, const MoeConfig& config, const float* h, float* out,
-              int64_t rows) override {
-    inner_.MoeFfn(w, config, h, out, rows);
-  }
-  void GeluTanhMul(const float* gate, const float* up, float* out, int64_t n) override {
-    inner_.GeluTanhMul(gate, up, out, n);
-  }
-  void Scale(float* x, float s, int64_t n) override { inner_.Scale(x, s, n); }
-  void Rope(int layer, const ForwardBatch& batch, float* q, int q_heads, float* k,
-            int kv_heads) override {
-    inner_.Rope(layer, batch, q, q_heads, k, kv_heads);
-  }
-  void WriteKv(int layer, const ForwardBatch& batch, const float* k, const float* v) override {
-    inner_.WriteKv(layer, batch, k, v);
-  }
-  void PagedAttention(int layer, const ForwardBatch& batch, const float* q, float* out) override {
-    inner_.PagedAttention(layer, batch, q, out);
-  }
   void Logits(const WeightMatrix& lm_head, const float* x, int64_t rows,
               ForwardOutput* out) override;
 
@@ -81,7 +51,6 @@ class TensorParallelOps : public ForwardOps {
   // matrix multiplies: the attention output (query heads) or the MLP intermediate.
   void InputRange(int64_t width, int64_t* begin, int64_t* count) const;
 
-  ForwardOps& inner_;
   Communicator& group_;
   const int32_t full_vocab_;
   const int64_t full_q_dim_, full_inter_, head_dim_;

@@ -23,6 +23,9 @@ struct KernelTuning {
   // groups, K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches. 0 (here and in the
   // other streams' entries): no software prefetch, the hardware prefetchers alone.
   int64_t quant_prefetch_bytes = 65536;
+  // Whether those quantized-stream prefetches go into L2 only (prefetcht1) instead of L1 and
+  // L2 (prefetcht0).
+  bool quant_prefetch_l2 = false;
   // The same for F16/BF16 weights in the lane layout (prefetcht1: into L2 only).
   int64_t f16_prefetch_bytes = 65536;
   // The same for row-major float rows (fp32/f16 decode without packing, the AVX2 kernels).
@@ -32,12 +35,12 @@ struct KernelTuning {
 // The table row of a microarchitecture.
 KernelTuning KernelTuningFor(CpuMicroarch microarch);
 // `base` with the comma-separated key=value pairs of `overrides` applied (keys: quant_prefetch,
-// f16_prefetch, row_prefetch; values in bytes, multiples of 64 in [0, 1 MiB]).
+// f16_prefetch, row_prefetch: bytes, multiples of 64 in [0, 1 MiB]; quant_prefetch_l2: 0 or 1).
 StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string_view overrides);
 // This machine's: its microarch's row, then PAGELLM_KERNEL_TUNING (a malformed value is
 // reported once and ignored).
 const KernelTuning& GetKernelTuning();
-// "quant_prefetch=65536 f16_prefetch=65536 row_prefetch=4096".
+// "quant_prefetch=65536 quant_prefetch_l2=0 f16_prefetch=65536 row_prefetch=4096".
 std::string KernelTuningString(const KernelTuning& t);
 
 }  // namespace pagellm

@@ -7,14 +7,15 @@ namespace {
 
 TEST(KernelTuning, OverridesReplaceSingleValues) {
   const KernelTuning base = KernelTuningFor(CpuMicroarch::kZen5);
-  auto t = ApplyKernelTuningOverrides(base, "quant_prefetch=16384,row_prefetch=0");
+  auto t =
+      ApplyKernelTuningOverrides(base, "quant_prefetch=16384,row_prefetch=0,quant_prefetch_l2=1");
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_EQ(t->quant_prefetch_bytes, 16384);
   EXPECT_EQ(t->row_prefetch_bytes, 0);
   EXPECT_EQ(t->f16_prefetch_bytes, base.f16_prefetch_bytes);
-  EXPECT_EQ(KernelTuningString(*t),
-            "quant_prefetch=16384 f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
-                " row_prefetch=0");
+  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 quant_prefetch_l2=1 f16_prefetch=" +
+                                        std::to_string(base.f16_prefetch_bytes) +
+                                        " row_prefetch=0");
   auto empty = ApplyKernelTuningOverrides(base, "");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->quant_prefetch_bytes, base.quant_prefetch_bytes);
@@ -22,9 +23,9 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
 
 TEST(KernelTuning, RejectsMalformedOverrides) {
   const KernelTuning base;
-  for (const char* bad :
-       {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100", "quant_prefetch=-64",
-        "quant_prefetch=2097152", "prefetch=64", "f16_prefetch=64k"}) {
+  for (const char* bad : {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100",
+                          "quant_prefetch=-64", "quant_prefetch=2097152", "prefetch=64",
+                          "f16_prefetch=64k", "quant_prefetch_l2=2", "quant_prefetch_l2=yes"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }
@@ -37,6 +38,7 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
     // The rows go through the same validation as an override (0 = no software prefetch).
     auto same = ApplyKernelTuningOverrides(
         KernelTuning{}, "quant_prefetch=" + std::to_string(t.quant_prefetch_bytes) +
+                            ",quant_prefetch_l2=" + std::to_string(t.quant_prefetch_l2 ? 1 : 0) +
                             ",f16_prefetch=" + std::to_string(t.f16_prefetch_bytes) +
                             ",row_prefetch=" + std::to_string(t.row_prefetch_bytes));
     ASSERT_TRUE(same.ok()) << CpuMicroarchName(m) << ": " << same.status().ToString();
@@ -48,6 +50,8 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
   // others keep the 64 KiB distance measured on Zen 5.
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).f16_prefetch_bytes, 0);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).f16_prefetch_bytes, 65536);
+  EXPECT_TRUE(KernelTuningFor(CpuMicroarch::kZen4).quant_prefetch_l2);
+  EXPECT_FALSE(KernelTuningFor(CpuMicroarch::kZen5).quant_prefetch_l2);
   EXPECT_NE(KernelTuningString(KernelTuningFor(CpuMicroarch::kZen4)),
             KernelTuningString(KernelTuningFor(CpuMicroarch::kZen5)));
 }

@@ -30,6 +30,7 @@ namespace {
 constexpr int kTile = 4;
 // Software prefetch distance of the weight stream (as the Q4_0 kernels': matmul_quant_avx512.cc).
 const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
+const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
 
 inline int32_t LoadI32(const uint8_t* p) {
   int32_t v;
@@ -213,7 +214,7 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
       if (prefetch) {
         const int64_t end = std::min(lines, (j + 1) * lines_per_unit);
         for (int64_t i = j * lines_per_unit; i < end; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + 64 * i), _MM_HINT_T0);
+          PrefetchWeightLine(sb + kPrefetchBytes + 64 * i, kPrefetchToL2);
         }
       }
       __m512i lo[4], hi[4], sc_lo, sc_hi;

@@ -48,6 +48,7 @@ constexpr int kDirectMaxTokens = 16;        // up to this many tokens stream the
 // Software prefetch distance, as for Q4_0 (matmul_quant_avx512.cc): the lines land in L2; no
 // prefetch past the end of the task's rows.
 const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
+const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
 
@@ -63,7 +64,7 @@ inline void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
   const uint8_t* p = quad + kPrefetchBytes;
 #pragma GCC unroll 19
   for (int64_t i = 0; i < L<kShared>::kQuadBytes / 64; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + 64 * i), _MM_HINT_T0);
+    PrefetchWeightLine(p + 64 * i, kPrefetchToL2);
   }
 }
 

@@ -43,6 +43,7 @@ constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many s
 // 7 rounds, Q8_0 +1.1-2.4% in 3 of 3; 128 and 256 KiB no better. The prefetch stops at the end
 // of the task's rows (PrefetchAhead): Q4_0 decode +3-6% (5 quiet-bus rounds).
 const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
+const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
 
@@ -57,7 +58,7 @@ template <int64_t kBytes>
 inline void PrefetchRange(const uint8_t* p) {
 #pragma GCC unroll 16
   for (int64_t i = 0; i < (kBytes + 63) / 64; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + 64 * i), _MM_HINT_T0);
+    PrefetchWeightLine(p + 64 * i, kPrefetchToL2);
   }
 }
 

@@ -26,6 +26,16 @@ static inline float HSum(__m512 v) {
   return _mm_cvtss_f32(s4);
 }
 
+// Software prefetch of one cache line of a weight stream: into L1 and L2 (T0), or into L2 only
+// (T1) when to_l2 (a kernel-table entry, kernels/kernel_tuning.h: quant_prefetch_l2).
+static inline void PrefetchWeightLine(const void* p, bool to_l2) {
+  if (to_l2) {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+  } else {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+  }
+}
+
 static inline __mmask16 TailMask16(int64_t n) {
   return static_cast<__mmask16>((1u << n) - 1u);
 }
