@@ -143,15 +143,25 @@ def test_there_are_at_least_30_commands():
 
 @pytest.mark.parametrize("command,endpoint", COMMANDS, ids=[c[0][11:60] for c in COMMANDS])
 def test_vllm_serve_command(pagellm_binary, shared_dir, scratch_dir, command, endpoint):
-    port = free_port()
-    args = to_pagellm(pagellm_binary, shared_dir, command, port)
     env = {k: v for k, v in os.environ.items() if k not in ("PAGELLM_API_KEY", "VLLM_API_KEY")}
     env["VLLM_ALLOW_LONG_MAX_MODEL_LEN"] = "1"
-    log_path = os.path.join(scratch_dir, f"serve-{port}.log")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    # free_port's port can be taken by a test running in parallel before the server binds it
+    # (seen in CI): a bind failure is retried on a new port.
+    for attempt in range(3):
+        port = free_port()
+        args = to_pagellm(pagellm_binary, shared_dir, command, port)
+        log_path = os.path.join(scratch_dir, f"serve-{port}.log")
+        with open(log_path, "w") as log:
+            proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_health(proc, port, log_path)
+            break
+        except AssertionError as e:
+            if "cannot bind" not in str(e) or attempt == 2:
+                proc.kill()
+                proc.wait()
+                raise
     try:
-        wait_health(proc, port, log_path)
         headers = {}
         if "--api-key" in args:
             headers["Authorization"] = "Bearer " + args[args.index("--api-key") + 1]
