@@ -59,7 +59,8 @@ inline __m512i OrMasked(__m512i a, __m512i b, __m512i mask) {
   return _mm512_ternarylogic_epi32(a, b, mask, 0xf8);
 }
 
-// The 8 unsigned code registers of unit j (lo[k]: elements 32j + 4k.., hi[k]: 32j + 16 + 4k..).
+// The 8 unsigned code registers of unit j (lo[k]: elements 32j + 4k.., hi[k]: 32j + 16 + 4k..;
+// Q4_K's hi[k] hold 16 x the codes).
 template <DType kType>
 inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[4]) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
@@ -69,8 +70,15 @@ inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[
   }
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    const __m512i n = Load512(sb + 64 * (4 * j + k));
+    __m512i n = Load512(sb + 64 * (4 * j + k));
     lo[k] = _mm512_and_si512(n, m0f);
+    if constexpr (kType == DType::kQ4_K) {
+      // 16 x the high codes, no shift: UnitDot shifts their chain's sum instead (one shift
+      // per unit and token, not one per code register).
+      asm("" : "+v"(n));  // one load: GCC would otherwise fold it into both ANDs
+      hi[k] = _mm512_and_si512(n, _mm512_set1_epi8(static_cast<char>(0xf0)));
+      continue;
+    }
     hi[k] = _mm512_and_si512(_mm512_srli_epi16(n, 4), m0f);
     if constexpr (kType == DType::kQ5_K) {
       // Bit k -> bit 4 (lo), bit 4 + k -> bit 4 (hi); 16-bit shifts carry nothing into bit 4.
@@ -138,6 +146,10 @@ inline __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)
   if constexpr (kType == DType::kQ6_K) {
     return _mm512_add_epi32(
         isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
+  } else if constexpr (kType == DType::kQ4_K) {
+    // ch = 16 x the high half's exact sum (|ch| <= 16 * 16 * 15 * 128 < 2^20): the shift is exact.
+    return _mm512_add_epi32(
+        isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, _mm512_srai_epi32(ch, 4)), sc_lo));
   } else {
     return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
   }
