@@ -283,16 +283,8 @@ struct PrefillScratch {
   ~PrefillScratch() { std::free(panel); }
 };
 
-PrefillScratch& GetPrefillScratch() {
-  thread_local std::unique_ptr<PrefillScratch> s = [] {
-    auto p = std::make_unique<PrefillScratch>();
-    // PanelRows keeps rows * min(K, kPanelCols) * 4 <= kPanelBytes, plus a padding step a row.
-    p->panel = static_cast<float*>(std::aligned_alloc(64, kPanelBytes + 256 * 64));
-    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
-    return p;
-  }();
-  return *s;
-}
+// PanelRows keeps rows * min(K, kPanelCols) * 4 <= kPanelBytes, plus a padding step a row.
+constexpr int64_t kPrefillPanelBytes = kPanelBytes + 256 * 64;
 
 // Packs rows [r0, r1) x k [k0, k1) widened to fp32 as [pair][step][2][16] (steps of 16 k),
 // zero-padded (an odd last row's partner, k past k1). Each row's range (up to kPanelCols) is
@@ -411,16 +403,6 @@ constexpr int64_t kLanePanelBytes = kPanelBytes + (64 << 10);
 // columns: 3% slower; 2,048: 10%).
 constexpr int64_t kLanePanelCols = 512;
 static_assert(kLanePanelCols % kChunk == 0);
-
-LanePrefillScratch& GetLanePrefillScratch() {
-  thread_local std::unique_ptr<LanePrefillScratch> s = [] {
-    auto p = std::make_unique<LanePrefillScratch>();
-    p->panel = static_cast<float*>(std::aligned_alloc(64, kLanePanelBytes));
-    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
-    return p;
-  }();
-  return *s;
-}
 
 // Rows per prefill row block (multiple of kGroupRows): the fp32 panel, kLanePanelCols wide,
 // about half of L2.
@@ -559,21 +541,15 @@ void LanePrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int6
       _mm512_store_ps(dst + 16 * s, _mm512_maskz_loadu_ps(m, src + 16 * s));
     }
   }
-  // The next token tile's chunk of x (its rows are K floats apart, in L3 or memory) is fetched
-  // into L2 while this tile runs, a share of its lines before each row group (a burst of all
-  // of them overflows the miss queues and loses prefetches).
+  // The next token tile's chunk of x (its rows are K floats apart, in L3 or memory), into L2
+  // while this tile runs.
   const int next_rows = static_cast<int>(std::clamp<int64_t>(t_end - (t + T), 0, T));
-  const int64_t lines = next_rows * steps;
-  const int64_t groups = (r1 - r0 + kGroupRows - 1) / kGroupRows;
-  const int64_t per_group = (lines + groups - 1) / groups;
-  int64_t line = 0;
+  NextTilePrefetch next(a.x + (t + T) * w.cols + k0, w.cols, next_rows, steps,
+                        (r1 - r0 + kGroupRows - 1) / kGroupRows);
   float* y = a.y + t * w.rows;
   const int64_t c = (k0 - p0) / kChunk;
   for (int64_t r = r0; r < r1; r += kGroupRows) {
-    for (const int64_t end = std::min(lines, line + per_group); line < end; ++line) {
-      const float* next = a.x + (t + T + line / steps) * w.cols + k0 + 16 * (line % steps);
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
-    }
+    next.BeforeGroup();
     const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, r1 - r));
     const float* wp =
         panel + ((r - r0) / kGroupRows) * kGroupRows * 16 * panel_steps + c * kGroupRows * kChunk;
@@ -584,7 +560,7 @@ void LanePrefillTokens(const MatMulArgs& a, const float* panel, int64_t p0, int6
 template <DType kType>
 void LanePrefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   const int64_t K = a.w->cols;
-  LanePrefillScratch& scratch = GetLanePrefillScratch();
+  LanePrefillScratch& scratch = ThreadScratch<LanePrefillScratch, kLanePanelBytes>();
   const int64_t block_rows = LanePanelRows(K);
   for (int64_t rb = r0; rb < r1; rb += block_rows) {
     const int64_t re = std::min(r1, rb + block_rows);
@@ -622,7 +598,7 @@ void Prefill(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
     return;
   }
   const int64_t K = a.w->cols;
-  PrefillScratch& scratch = GetPrefillScratch();
+  PrefillScratch& scratch = ThreadScratch<PrefillScratch, kPrefillPanelBytes>();
   const int64_t block_rows = PanelRows(K);
   for (int64_t rb = r0; rb < r1; rb += block_rows) {
     const int64_t re = std::min(r1, rb + block_rows);

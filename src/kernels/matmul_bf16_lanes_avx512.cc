@@ -53,16 +53,6 @@ struct Scratch {
   ~Scratch() { std::free(panel); }
 };
 
-Scratch& GetScratch() {
-  thread_local std::unique_ptr<Scratch> s = [] {
-    auto p = std::make_unique<Scratch>();
-    p->panel = static_cast<uint16_t*>(std::aligned_alloc(64, kPanelBytes));
-    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
-    return p;
-  }();
-  return *s;
-}
-
 // Panel of rows [r0, r1) (padded with zero rows to whole groups of 32) x k [p0, p1)
 // (p1 - p0 <= kChunk): group g, residue j, step s holds the 32 rows' pairs at
 // k = p0 + 32 s + 2 j, + 1 at element offset
@@ -142,21 +132,13 @@ void Tokens(const MatMulArgs& a, Scratch& scratch, int64_t r0, int64_t r1, int64
       _mm512_store_si512(dst + kStep * s, (__m512i)LoadXBf16(src, k, k1 - k));
     }
   }
-  // The next token tile's chunk of x (rows K floats apart, in L3 or memory) is fetched into L2
-  // while this tile runs, a share of its lines before each row group (as the fp32 lanes do).
+  // The next token tile's chunk of x, into L2 while this tile runs (as the fp32 lanes do).
   const int next_rows = static_cast<int>(std::clamp<int64_t>(t_end - (t + T), 0, T));
-  const int64_t lines_per_row = (k1 - k0 + 15) / 16;
-  const int64_t lines = next_rows * lines_per_row;
-  const int64_t groups = (r1 - r0 + kGroupRows - 1) / kGroupRows;
-  const int64_t per_group = (lines + groups - 1) / groups;
-  int64_t line = 0;
+  NextTilePrefetch next(a.x + (t + T) * w.cols + k0, w.cols, next_rows, (k1 - k0 + 15) / 16,
+                        (r1 - r0 + kGroupRows - 1) / kGroupRows);
   float* y = a.y + t * w.rows;
   for (int64_t r = r0; r < r1; r += kGroupRows) {
-    for (const int64_t end = std::min(lines, line + per_group); line < end; ++line) {
-      const float* next =
-          a.x + (t + T + line / lines_per_row) * w.cols + k0 + 16 * (line % lines_per_row);
-      _mm_prefetch(reinterpret_cast<const char*>(next), _MM_HINT_T1);
-    }
+    next.BeforeGroup();
     const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, r1 - r));
     const uint16_t* wp = scratch.panel + ((r - r0) / kGroupRows) * kGroupRows * kStep * steps;
     Tile<T>(wp, scratch.x, steps, k0 == 0, valid, y + r, w.rows, scratch.partial);
@@ -169,7 +151,7 @@ void PrefillBf16Lanes(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, i
   static_assert(kStepsPerChunk == 16 && kPanelCols == kChunk);
   const int64_t K = a.w->cols;
   CHECK(a.w->dtype == DType::kBF16);
-  Scratch& scratch = GetScratch();
+  Scratch& scratch = ThreadScratch<Scratch, kPanelBytes>();
   for (int64_t rb = r0; rb < r1; rb += kMaxPanelRows) {
     const int64_t re = std::min(r1, rb + kMaxPanelRows);
     for (int64_t k0 = 0; k0 < K; k0 += kChunk) {

@@ -1,15 +1,19 @@
 // Pieces shared by the AVX-512 float kernels (matmul_avx512.cc) and the BF16 rows-in-lanes
 // prefill (matmul_bf16_lanes_avx512.cc): bf16 operand loads, the 16 x 16 register transpose,
-// and the tree that turns 16 residue chains into chunk sums. Include only from *_avx512.cc.
+// the tree that turns 16 residue chains into chunk sums, the per-thread scratch and the
+// prefetch of the next token tile. Include only from *_avx512.cc.
 #pragma once
 
 #include "kernels/simd_avx512.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <type_traits>
 
 #include "kernels/matmul_internal.h"
+#include "pagellm/check.h"
 
 namespace pagellm::kernels_internal::avx512 {
 
@@ -125,5 +129,48 @@ inline void ForTokenTiles(int64_t t0, int64_t t1, TokensFn&& tokens) {
   for (; t + kT <= t1; t += kT) tokens(std::integral_constant<int, kT>(), t);
   if (t < t1) WithTileSize<kT - 1>(t1 - t, [&](auto tile) { tokens(tile, t); });
 }
+
+// The calling thread's Scratch (a struct with a `panel` pointer member, freed by its
+// destructor), made on the thread's first call with a 64-byte-aligned panel of kPanelBytes.
+template <typename Scratch, int64_t kPanelBytes>
+Scratch& ThreadScratch() {
+  using Elem = std::remove_pointer_t<decltype(Scratch::panel)>;
+  thread_local std::unique_ptr<Scratch> s = [] {
+    auto p = std::make_unique<Scratch>();
+    p->panel = static_cast<Elem*>(std::aligned_alloc(64, kPanelBytes));
+    CHECK(p->panel != nullptr) << "out of memory for the weight panel";
+    return p;
+  }();
+  return *s;
+}
+
+// Fetches the next token tile's chunk of x into L2 while a tile runs: `rows` rows (K floats
+// apart, in L3 or memory) of lines_per_row 64-byte lines from x_next, a share of the lines
+// before each of the tile's `groups` row groups (a burst of all of them overflows the miss
+// queues and loses prefetches).
+class NextTilePrefetch {
+ public:
+  NextTilePrefetch(const float* x_next, int64_t row_stride, int rows, int64_t lines_per_row,
+                   int64_t groups)
+      : x_next_(x_next),
+        row_stride_(row_stride),
+        lines_per_row_(lines_per_row),
+        lines_(rows * lines_per_row),
+        per_group_((lines_ + groups - 1) / groups) {}
+
+  // Before each row group.
+  void BeforeGroup() {
+    for (const int64_t end = std::min(lines_, line_ + per_group_); line_ < end; ++line_) {
+      const float* p =
+          x_next_ + (line_ / lines_per_row_) * row_stride_ + 16 * (line_ % lines_per_row_);
+      _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
+    }
+  }
+
+ private:
+  const float* x_next_;
+  int64_t row_stride_, lines_per_row_, lines_, per_group_;
+  int64_t line_ = 0;
+};
 
 }  // namespace pagellm::kernels_internal::avx512
