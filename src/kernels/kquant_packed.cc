@@ -40,22 +40,16 @@ void PackSuperBlockLane(const uint8_t* blk, const KQuantPackedLayout& l, int lan
       for (int b = 0; b < 4; ++b) {
         const int lo = u[32 * j + 4 * k + b], hi = u[32 * j + 16 + 4 * k + b];
         const int64_t at = 64 * (4 * j + k) + 4 * lane + b;
+        if constexpr (kType == DType::kQ6_K) {
+          sb[at] = static_cast<uint8_t>(lo | ((hi >> 4) << 6));
+          sb[KQuantPackedLayout::kNibBytes + 64 * (2 * j + k / 2) + 4 * lane + b] |=
+              static_cast<uint8_t>((hi & 15) << (4 * (k % 2)));
+          continue;
+        }
         sb[at] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
         if constexpr (kType == DType::kQ5_K) {
           sb[KQuantPackedLayout::kNibBytes + 64 * j + 4 * lane + b] |=
               static_cast<uint8_t>((((lo >> 4) & 1) << k) | (((hi >> 4) & 1) << (4 + k)));
-        }
-      }
-    }
-  }
-  if constexpr (kType == DType::kQ6_K) {
-    for (int i = 0; i < 4; ++i) {
-      for (int k = 0; k < 4; ++k) {
-        for (int b = 0; b < 4; ++b) {
-          int v = 0;
-          for (int f = 0; f < 4; ++f) v |= ((u[64 * i + 16 * f + 4 * k + b] >> 4) & 3) << (2 * f);
-          sb[KQuantPackedLayout::kNibBytes + 64 * (4 * i + k) + 4 * lane + b] =
-              static_cast<uint8_t>(v);
         }
       }
     }

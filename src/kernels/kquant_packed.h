@@ -9,10 +9,13 @@
 //   nib  [8 units][4 k][16 rows][4 bytes]  (2048 bytes) unit j = elements 32j..32j+31; the
 //        dword of row r in register (j, k) holds, byte b: low nibble = the low 4 bits of the
 //        unsigned code of element 32j + 4k + b, high nibble = those of element 32j + 16 + 4k + b
+//        (Q6_K: bits 0-5 = the whole code of element 32j + 4k + b, bits 6-7 = bits 4-5 of
+//        element 32j + 16 + 4k + b's code)
 //   Q5_K: hb5 [8 units][16][4] (512): bit k of byte b = bit 4 of element 32j + 4k + b's code,
 //        bit 4 + k = bit 4 of element 32j + 16 + 4k + b's code
-//   Q6_K: hb6 [4 unit pairs][4 k][16][4] (1024): bits 4-5 of the codes of, by bit pair of byte
-//        b, elements 64i + 4k + b, 64i + 16 + 4k + b, 64i + 32 + 4k + b, 64i + 48 + 4k + b
+//   Q6_K: lo4 [8 units][2 k pairs p][16][4] (1024): low nibble = the low 4 bits of element
+//        32j + 16 + 8p + b's code, high nibble = those of element 32j + 16 + 8p + 4 + b's
+//        (the high halves' codes not in nib), so a unit's 8 code registers take 18 operations
 //   sc   int8 [pairs][16 rows][2]: the sub-block scales of each row, two sub-blocks per dword
 //        (Q6_K: 8 pairs of 16-element sub-blocks; the others: 4 pairs of 32-element ones)
 //   mn   int8 [4][16][2] (Q4_K, Q5_K): the sub-block mins, as sc

@@ -3,12 +3,12 @@
 //
 // One register holds 16 rows, one int32 lane each. Per token and 32-element unit j of a
 // super-block, the unit's 8 code registers (4 elements of a row per lane, unpacked from the
-// nibble plane and, Q5_K / Q6_K, the high-bit plane) go through two vpdpbusd chains of 4 (the
-// unit's two 16-element halves), which are multiplied (vpmulld) by the sub-block scales in the
-// lanes and summed into S1. Offsets of the unsigned codes come back through the activations'
-// 16-element sums (bsum): Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j,
-// one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the
-// same way. The fp32 step per super-block is the reference's,
+// planes of kquant_packed.h) go through two vpdpbusd chains of 4 (the unit's two 16-element
+// halves), which are multiplied (vpmulld) by the sub-block scales in the lanes and summed into
+// S1. Offsets of the unsigned codes come back through the activations' 16-element sums (bsum):
+// Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of
+// sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per
+// super-block is the reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
@@ -68,6 +68,27 @@ inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[
   if constexpr (kType == DType::kQ5_K) {
     extra = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * j);
   }
+  if constexpr (kType == DType::kQ6_K) {
+    // nib byte = lo code | bits 4-5 of the hi code << 6; lo4 byte = the low 4 bits of the hi
+    // codes of k = 2p (low nibble) and 2p + 1 (high nibble).
+    const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
+#pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512i l4 = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * (2 * j + p));
+      const __m512i h4[2] = {_mm512_and_si512(l4, m0f),
+                             _mm512_and_si512(_mm512_srli_epi16(l4, 4), m0f)};
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {
+        const int k = 2 * p + i;
+        const __m512i n = Load512(sb + 64 * (4 * j + k));
+        lo[k] = _mm512_and_si512(n, m3f);
+        // Bits 6-7 -> 4-5 (a 16-bit shift: the bits it carries in from the next byte are
+        // masked off).
+        hi[k] = OrMasked(h4[i], _mm512_srli_epi16(n, 2), m30);
+      }
+    }
+    return;
+  }
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     __m512i n = Load512(sb + 64 * (4 * j + k));
@@ -85,18 +106,6 @@ inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[
       const __m512i m10 = _mm512_set1_epi8(0x10);
       lo[k] = OrMasked(lo[k], _mm512_slli_epi16(extra, 4 - k), m10);
       hi[k] = OrMasked(hi[k], k == 0 ? extra : _mm512_srli_epi16(extra, k), m10);
-    } else if constexpr (kType == DType::kQ6_K) {
-      // Bit pairs of the unit pair's register k: [1:0] unit 2i low, [3:2] 2i high, [5:4] 2i+1
-      // low, [7:6] 2i+1 high; each moved to bits [5:4].
-      const __m512i m30 = _mm512_set1_epi8(0x30);
-      const __m512i h = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * (4 * (j / 2) + k));
-      if (j % 2 == 0) {
-        lo[k] = OrMasked(lo[k], _mm512_slli_epi16(h, 4), m30);
-        hi[k] = OrMasked(hi[k], _mm512_slli_epi16(h, 2), m30);
-      } else {
-        lo[k] = OrMasked(lo[k], h, m30);
-        hi[k] = OrMasked(hi[k], _mm512_srli_epi16(h, 2), m30);
-      }
     } else if constexpr (kType == DType::kIQ4_XS) {
       // Table value + 128 (unsigned), looked up per 128-bit lane.
       const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(
