@@ -59,7 +59,7 @@ inline float LoadF32(const uint8_t* p) {
 }
 
 template <bool kShared>
-inline void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
+PAGELLM_PREFETCH_HELPER void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
   if (kPrefetchBytes == 0 || stop - quad <= kPrefetchBytes) return;
   const uint8_t* p = quad + kPrefetchBytes;
 #pragma GCC unroll 19

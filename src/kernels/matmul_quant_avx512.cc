@@ -55,7 +55,7 @@ struct PackedBlock {
 
 // Prefetches the cache lines of [p, p + kBytes).
 template <int64_t kBytes>
-inline void PrefetchRange(const uint8_t* p) {
+PAGELLM_PREFETCH_HELPER void PrefetchRange(const uint8_t* p) {
 #pragma GCC unroll 16
   for (int64_t i = 0; i < (kBytes + 63) / 64; ++i) {
     PrefetchWeightLine(p + 64 * i, kPrefetchToL2);
@@ -66,7 +66,7 @@ inline void PrefetchRange(const uint8_t* p) {
 // stop (the end of the task's rows): beyond it are rows that another task streams, maybe on
 // the other core, and a short task would spend its prefetches there instead of on its own rows.
 template <int64_t kPairBytes>
-inline void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
+PAGELLM_PREFETCH_HELPER void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
   if (kPrefetchBytes != 0 && stop - p > kPrefetchBytes)
     PrefetchRange<kPairBytes>(p + kPrefetchBytes);
 }

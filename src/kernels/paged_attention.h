@@ -138,9 +138,13 @@ inline void TileRowOffsets(const AttentionShape& s, const KvLayerView& kv,
 // Prefetches the K and V rows of positions [first, first + n) of `kv_head` into L1: blocks are
 // scattered, so the hardware prefetchers cannot run ahead across them, and a long-context
 // decode step is bound by the latency of these reads, not by arithmetic (2x at 4,096 tokens).
-// The SIMD kernels call it for the tile after the current one.
-inline void PrefetchKvRows(const AttentionShape& s, const KvLayerView& kv,
-                           const int32_t* block_table, int first, int n, int kv_head) {
+// The SIMD kernels call it for the tile after the current one. Forced inline: GCC 12 deletes a
+// call to a function that only prefetches (no side effects it can see) when it does not inline
+// it, and did so here (objdump: no prefetch in the attention kernels) before this attribute.
+__attribute__((always_inline)) inline void PrefetchKvRows(const AttentionShape& s,
+                                                          const KvLayerView& kv,
+                                                          const int32_t* block_table, int first,
+                                                          int n, int kv_head) {
   if (n <= 0) return;
   int64_t offsets[16];
   for (int j0 = 0; j0 < n; j0 += 16) {

@@ -26,9 +26,16 @@ static inline float HSum(__m512 v) {
   return _mm_cvtss_f32(s4);
 }
 
+// For helpers that only issue software prefetches. GCC 12 sees a call to a function whose body
+// is nothing but __builtin_prefetch as free of side effects and deletes it during early
+// inlining when it does not inline it: the Q8_0 / Q4_0 / Q4_Z kernels' PrefetchRange /
+// PrefetchAhead / PrefetchQuad calls were compiled to nothing (objdump: no prefetch in their
+// translation units) until these helpers were forced inline.
+#define PAGELLM_PREFETCH_HELPER __attribute__((always_inline)) inline
+
 // Software prefetch of one cache line of a weight stream: into L1 and L2 (T0), or into L2 only
 // (T1) when to_l2 (a kernel-table entry, kernels/kernel_tuning.h: quant_prefetch_l2).
-static inline void PrefetchWeightLine(const void* p, bool to_l2) {
+PAGELLM_PREFETCH_HELPER static void PrefetchWeightLine(const void* p, bool to_l2) {
   if (to_l2) {
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
   } else {
