@@ -20,8 +20,10 @@ KernelTuning KernelTuningFor(CpuMicroarch microarch) {
       // measured 12.4-17.4 vs 12.0-13.1 t/s, alternating, and the cold 8192x2048 GEMV 37-44 vs
       // 28-29 GB/s on 2 threads.
       t.f16_prefetch_bytes = 0;
-      // The quantized streams' prefetches into L2 only: Llama-3.2-1B tg64, alternating with
-      // prefetcht0 (docs/BENCHMARKS.md): Q4_0 +12% to +32% in 5 of 5 rounds, Q8_0 +9% and +28%.
+      // The quantized streams' prefetches into L2 only: Llama-3.2-1B tg64, same binary,
+      // alternating with prefetcht0 (docs/BENCHMARKS.md, 2026-12-03 10:19, once the Q4_0/Q8_0
+      // prefetches were really issued, 52c23eb): Q4_0 median 32.7 -> 38.7 t/s in 4 of 4 rounds,
+      // Q8_0 17.2 -> 20.4 in 3 of 3 (Q4_K_M +4-15% in the earlier run, where its prefetch existed).
       t.quant_prefetch_l2 = true;
       break;
     case CpuMicroarch::kOther:

@@ -41,7 +41,10 @@ constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many s
 // The lines land in L2 (they outrun L1). 64 KiB (1-4 groups ahead) against 16 KiB, batch-1
 // decode of Llama-3.2-1B on 2 threads, alternating in the same minutes: Q4_0 +1.4-7.9% in 7 of
 // 7 rounds, Q8_0 +1.1-2.4% in 3 of 3; 128 and 256 KiB no better. The prefetch stops at the end
-// of the task's rows (PrefetchAhead): Q4_0 decode +3-6% (5 quiet-bus rounds).
+// of the task's rows (PrefetchAhead): Q4_0 decode +3-6% (5 quiet-bus rounds). (Caution: until
+// 52c23eb GCC deleted the calls of these prefetch-only helpers, PAGELLM_PREFETCH_HELPER says
+// why, so some of those rounds may have compared identical code. Zen 4, 2026-12-03, same binary
+// with the prefetch issued: Q4_0 tg64 +5% for 64 KiB over none, Q8_0 within noise.)
 const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
 const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
 
