@@ -5,6 +5,8 @@
 //
 //   attention/<dtype>/depth<D>/tokens<T>/t<threads>   tokens/s of one layer's attention and
 //       GFLOP/s (4 x heads x head_dim per (query, visible position): QK^T and PV).
+//   attention/qwen1.5b/f16/...   the same with Qwen2.5-1.5B's attention shape (12 query heads,
+//       2 KV heads, head_dim 128: six query heads per KV head).
 //   decode/<dtype>/depth<D>/t<threads>   one decode token at depth D through the attention of
 //       16 layers, each with its own cache (a Llama-3.2-1B step's KV reads: 128 MiB of 16-bit
 //       rows at depth 4096, far beyond the caches): ms per token and the KV bytes read per
@@ -15,6 +17,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -28,7 +31,15 @@
 namespace pagellm {
 namespace {
 
-constexpr int kHeads = 32, kKvHeads = 8, kHeadDim = 64, kBlockSize = 16;
+constexpr int kBlockSize = 16;
+
+// Attention shapes: query heads, KV heads, head_dim.
+struct Shape {
+  const char* name;
+  int heads, kv_heads, head_dim;
+};
+constexpr Shape kLlama1B = {"", 32, 8, 64};            // Llama-3.2-1B: group 4
+constexpr Shape kQwen15B = {"qwen1.5b/", 12, 2, 128};  // Qwen2.5-1.5B: group 6
 
 struct Case {
   AttentionShape shape;
@@ -40,14 +51,15 @@ struct Case {
   KvLayerView view;
 };
 
-Case MakeCase(KvCacheDtype dtype, int depth, int tokens) {
+Case MakeCase(KvCacheDtype dtype, int depth, int tokens, const Shape& shape = kLlama1B) {
+  const int kHeads = shape.heads, kKvHeads = shape.kv_heads, kHeadDim = shape.head_dim;
   Case c;
   c.dtype = dtype;
   c.shape.num_heads = kHeads;
   c.shape.num_kv_heads = kKvHeads;
   c.shape.head_dim = kHeadDim;
   c.shape.block_size = kBlockSize;
-  c.shape.scale = 0.125f;
+  c.shape.scale = 1.0f / std::sqrt(static_cast<float>(kHeadDim));
   const int positions = depth + tokens;
   const int blocks = (positions + kBlockSize - 1) / kBlockSize;
   c.table.resize(blocks);
@@ -79,8 +91,8 @@ Case MakeCase(KvCacheDtype dtype, int depth, int tokens) {
 }
 
 void BM_PrefillAttention(benchmark::State& state, KvCacheDtype dtype, int depth, int tokens,
-                         int threads) {
-  Case c = MakeCase(dtype, depth, tokens);
+                         int threads, const Shape& shape) {
+  Case c = MakeCase(dtype, depth, tokens, shape);
   ThreadPool pool(threads);
   // Warm-up: the kernel's task lists and chunk partials grow once and are reused, as in the
   // engine; the timed calls must not pay their first allocation.
@@ -93,8 +105,9 @@ void BM_PrefillAttention(benchmark::State& state, KvCacheDtype dtype, int depth,
   const double visible = double(tokens) * depth + double(tokens) * (tokens + 1) / 2;
   state.counters["tok/s"] =
       benchmark::Counter(double(tokens) * state.iterations(), benchmark::Counter::kIsRate);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      4.0 * kHeads * kHeadDim * visible * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * shape.heads * shape.head_dim * visible * state.iterations() / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 
 void BM_DecodeAttention(benchmark::State& state, KvCacheDtype dtype, int depth, int threads,
@@ -122,7 +135,8 @@ void BM_DecodeAttention(benchmark::State& state, KvCacheDtype dtype, int depth, 
       benchmark::DoNotOptimize(c.out.data());
     }
   }
-  const double kv_bytes = 2.0 * kLayers * (depth + 1) * kKvHeads * layers[0].view.row_bytes;
+  const double kv_bytes =
+      2.0 * kLayers * (depth + 1) * kLlama1B.kv_heads * layers[0].view.row_bytes;
   state.counters["KV GB/s"] =
       benchmark::Counter(kv_bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
@@ -133,18 +147,24 @@ void Register() {
                                                          {KvCacheDtype::kFloat32, "f32"},
                                                          {KvCacheDtype::kInt8, "int8"},
                                                          {KvCacheDtype::kFp8E4m3, "fp8"}};
-  for (const auto& [dtype, name] : dtypes)
-    for (int depth : {0, 4096, 16384})
-      for (int threads : {1, 2}) {
-        const int tokens = depth == 16384 ? 128 : 512;
-        benchmark::RegisterBenchmark(
-            ("attention/" + std::string(name) + "/depth" + std::to_string(depth) + "/tokens" +
-             std::to_string(tokens) + "/t" + std::to_string(threads))
-                .c_str(),
-            [=](benchmark::State& s) { BM_PrefillAttention(s, dtype, depth, tokens, threads); })
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime();
-      }
+  for (const Shape* shape : {&kLlama1B, &kQwen15B})
+    for (const auto& [dtype, name] : dtypes) {
+      // The second shape (its own head_dim and group size) with the engine's default cache.
+      if (shape != &kLlama1B && dtype != KvCacheDtype::kFloat16) continue;
+      for (int depth : {0, 4096, 16384})
+        for (int threads : {1, 2}) {
+          const int tokens = depth == 16384 ? 128 : 512;
+          benchmark::RegisterBenchmark(
+              ("attention/" + std::string(shape->name) + name + "/depth" + std::to_string(depth) +
+               "/tokens" + std::to_string(tokens) + "/t" + std::to_string(threads))
+                  .c_str(),
+              [=](benchmark::State& s) {
+                BM_PrefillAttention(s, dtype, depth, tokens, threads, *shape);
+              })
+              ->Unit(benchmark::kMillisecond)
+              ->UseRealTime();
+        }
+    }
   for (const auto& [dtype, name] : dtypes)
     for (int depth : {4096, 16384})
       for (int threads : {1, 2})
