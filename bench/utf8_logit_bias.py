@@ -19,7 +19,7 @@ import mmap
 import struct
 import sys
 
-SCALAR_SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+from gguf_retype import SCALAR_SIZE  # GGUF scalar value sizes by type id (same directory)
 
 
 def read_vocab(path):

@@ -241,8 +241,8 @@ inline void TransposeTile(const float* const* rows, int n, float* dst) {
 // A load kept in a register: GCC otherwise folds a vector that several FMAs use into each of
 // them as a memory operand, loading it once per FMA. The multi-head kernels below are bound by
 // loads (two per FMA before they shared them), so each K / V vector is loaded once for all
-// heads: Llama-3.2-1B shape, f16 cache, pp512 at depth 4096 on one Zen 4 core, 35.6 -> 53.6
-// GFLOP/s with two heads per load (medians of 4 alternating runs).
+// heads: Llama-3.2-1B shape, f16 cache, pp512 at depth 4096 on one Zen 4 core, 35.2 -> 57.1
+// GFLOP/s with up to four heads per load (medians of 4 alternating runs, docs/BENCHMARKS.md).
 inline __m512 LoadShared(const float* p) {
   __m512 v = _mm512_loadu_ps(p);
   asm("" : "+v"(v));
