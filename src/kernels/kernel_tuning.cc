@@ -26,8 +26,18 @@ KernelTuning KernelTuningFor(CpuMicroarch microarch) {
       // Q8_0 17.2 -> 20.4 in 3 of 3 (Q4_K_M +4-15% in the earlier run, where its prefetch existed).
       t.quant_prefetch_l2 = true;
       break;
-    case CpuMicroarch::kOther:
     case CpuMicroarch::kZen5:
+      // Zen 5 (family 26 model 2, 2 vCPUs), Llama-3.2-1B tg64 on 2 threads, same binary,
+      // alternating in the same minutes (docs/BENCHMARKS.md, "Zen 5 prefetch rows",
+      // 2026-12-03), once the quantized prefetches were really issued (52c23eb): Q8_0 without
+      // software prefetch 51.5-52.2 t/s vs 37.7-40.8 with it 64 KiB ahead (3 of 3 rounds; into
+      // L2 only 38.9); F16 without 24.2-26.4 vs 21.6-22.8 (3 of 3). Q4_0 is within noise
+      // either way (L2-only prefetch 66-75, none 66-73, L1 63-69 t/s); Q4_K_M and Q6_K need
+      // theirs (none: -8% and -17%), so the shared quantized distance stays.
+      t.q8_0_prefetch_bytes = 0;
+      t.f16_prefetch_bytes = 0;
+      break;
+    case CpuMicroarch::kOther:
     case CpuMicroarch::kIntelAvx512:
       break;
   }
@@ -59,14 +69,16 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
           "kernel tuning '{}': the value must be bytes, a multiple of 64 in [0, 1048576]", item));
     if (key == "quant_prefetch") {
       t.quant_prefetch_bytes = value;
+    } else if (key == "q8_0_prefetch") {
+      t.q8_0_prefetch_bytes = value;
     } else if (key == "f16_prefetch") {
       t.f16_prefetch_bytes = value;
     } else if (key == "row_prefetch") {
       t.row_prefetch_bytes = value;
     } else {
       return InvalidArgumentError(fmt::format(
-          "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, f16_prefetch, "
-          "row_prefetch)",
+          "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, q8_0_prefetch, "
+          "f16_prefetch, row_prefetch)",
           item));
     }
   }
@@ -90,9 +102,10 @@ const KernelTuning& GetKernelTuning() {
 }
 
 std::string KernelTuningString(const KernelTuning& t) {
-  return fmt::format("quant_prefetch={} quant_prefetch_l2={} f16_prefetch={} row_prefetch={}",
-                     t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.f16_prefetch_bytes,
-                     t.row_prefetch_bytes);
+  return fmt::format(
+      "quant_prefetch={} quant_prefetch_l2={} q8_0_prefetch={} f16_prefetch={} row_prefetch={}",
+      t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.q8_0_prefetch_bytes,
+      t.f16_prefetch_bytes, t.row_prefetch_bytes);
 }
 
 }  // namespace pagellm

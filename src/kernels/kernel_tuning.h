@@ -26,6 +26,9 @@ struct KernelTuning {
   // Whether those quantized-stream prefetches go into L2 only (prefetcht1) instead of L1 and
   // L2 (prefetcht0).
   bool quant_prefetch_l2 = false;
+  // The distance for packed Q8_0 groups alone (they stream twice the bytes per block of Q4_0,
+  // and on Zen 5 run fastest on the hardware prefetchers; kernel_tuning.cc).
+  int64_t q8_0_prefetch_bytes = 65536;
   // The same for F16/BF16 weights in the lane layout (prefetcht1: into L2 only).
   int64_t f16_prefetch_bytes = 65536;
   // The same for row-major float rows (fp32/f16 decode without packing, the AVX2 kernels).
@@ -35,12 +38,14 @@ struct KernelTuning {
 // The table row of a microarchitecture.
 KernelTuning KernelTuningFor(CpuMicroarch microarch);
 // `base` with the comma-separated key=value pairs of `overrides` applied (keys: quant_prefetch,
-// f16_prefetch, row_prefetch: bytes, multiples of 64 in [0, 1 MiB]; quant_prefetch_l2: 0 or 1).
+// q8_0_prefetch, f16_prefetch, row_prefetch: bytes, multiples of 64 in [0, 1 MiB];
+// quant_prefetch_l2: 0 or 1).
 StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string_view overrides);
 // This machine's: its microarch's row, then PAGELLM_KERNEL_TUNING (a malformed value is
 // reported once and ignored).
 const KernelTuning& GetKernelTuning();
-// "quant_prefetch=65536 quant_prefetch_l2=0 f16_prefetch=65536 row_prefetch=4096".
+// "quant_prefetch=65536 quant_prefetch_l2=0 q8_0_prefetch=65536 f16_prefetch=65536
+// row_prefetch=4096".
 std::string KernelTuningString(const KernelTuning& t);
 
 }  // namespace pagellm

@@ -13,9 +13,14 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
   EXPECT_EQ(t->quant_prefetch_bytes, 16384);
   EXPECT_EQ(t->row_prefetch_bytes, 0);
   EXPECT_EQ(t->f16_prefetch_bytes, base.f16_prefetch_bytes);
-  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 quant_prefetch_l2=1 f16_prefetch=" +
-                                        std::to_string(base.f16_prefetch_bytes) +
+  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 quant_prefetch_l2=1 q8_0_prefetch=" +
+                                        std::to_string(base.q8_0_prefetch_bytes) +
+                                        " f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
                                         " row_prefetch=0");
+  auto q8 = ApplyKernelTuningOverrides(base, "q8_0_prefetch=131072");
+  ASSERT_TRUE(q8.ok()) << q8.status().ToString();
+  EXPECT_EQ(q8->q8_0_prefetch_bytes, 131072);
+  EXPECT_EQ(q8->quant_prefetch_bytes, base.quant_prefetch_bytes);
   auto empty = ApplyKernelTuningOverrides(base, "");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->quant_prefetch_bytes, base.quant_prefetch_bytes);
@@ -39,6 +44,7 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
     auto same = ApplyKernelTuningOverrides(
         KernelTuning{}, "quant_prefetch=" + std::to_string(t.quant_prefetch_bytes) +
                             ",quant_prefetch_l2=" + std::to_string(t.quant_prefetch_l2 ? 1 : 0) +
+                            ",q8_0_prefetch=" + std::to_string(t.q8_0_prefetch_bytes) +
                             ",f16_prefetch=" + std::to_string(t.f16_prefetch_bytes) +
                             ",row_prefetch=" + std::to_string(t.row_prefetch_bytes));
     ASSERT_TRUE(same.ok()) << CpuMicroarchName(m) << ": " << same.status().ToString();
@@ -46,10 +52,13 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
     EXPECT_GT(t.quant_prefetch_bytes, 0) << CpuMicroarchName(m);
     EXPECT_GT(t.row_prefetch_bytes, 0) << CpuMicroarchName(m);
   }
-  // Zen 4 streams 16-bit weights on the hardware prefetchers alone (kernel_tuning.cc); the
-  // others keep the 64 KiB distance measured on Zen 5.
+  // Zen 4 and Zen 5 stream 16-bit weights on the hardware prefetchers alone, Zen 5 Q8_0 groups
+  // too (kernel_tuning.cc); the other rows keep the 64 KiB distances.
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).f16_prefetch_bytes, 0);
-  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).f16_prefetch_bytes, 65536);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).f16_prefetch_bytes, 0);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).q8_0_prefetch_bytes, 0);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).q8_0_prefetch_bytes, 65536);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kIntelAvx512).f16_prefetch_bytes, 65536);
   EXPECT_TRUE(KernelTuningFor(CpuMicroarch::kZen4).quant_prefetch_l2);
   EXPECT_FALSE(KernelTuningFor(CpuMicroarch::kZen5).quant_prefetch_l2);
   EXPECT_NE(KernelTuningString(KernelTuningFor(CpuMicroarch::kZen4)),

@@ -47,6 +47,8 @@ constexpr int kDirectPackedMaxTokens = 16;  // packed weights: up to this many s
 // with the prefetch issued: Q4_0 tg64 +5% for 64 KiB over none, Q8_0 within noise.)
 const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
 const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
+// Packed Q8_0 groups have their own distance (kernel_tuning.cc: 0 on Zen 5).
+const int64_t kQ8PrefetchBytes = GetKernelTuning().q8_0_prefetch_bytes;
 
 static_assert(kRows == 16 && kT == 8, "lane and tile geometry assumed below");
 
@@ -65,13 +67,15 @@ PAGELLM_PREFETCH_HELPER void PrefetchRange(const uint8_t* p) {
   }
 }
 
-// Prefetches the lines of the packed pair at p + kPrefetchBytes, unless that lies at or past
-// stop (the end of the task's rows): beyond it are rows that another task streams, maybe on
-// the other core, and a short task would spend its prefetches there instead of on its own rows.
-template <int64_t kPairBytes>
+// Prefetches the lines of the packed pair at p + distance (kPrefetchBytes; kQ8PrefetchBytes for
+// Q8_0), unless that lies at or past stop (the end of the task's rows): beyond it are rows that
+// another task streams, maybe on the other core, and a short task would spend its prefetches
+// there instead of on its own rows.
+template <DType kType>
 PAGELLM_PREFETCH_HELPER void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
-  if (kPrefetchBytes != 0 && stop - p > kPrefetchBytes)
-    PrefetchRange<kPairBytes>(p + kPrefetchBytes);
+  const int64_t distance = kType == DType::kQ8_0 ? kQ8PrefetchBytes : kPrefetchBytes;
+  if (distance != 0 && stop - p > distance)
+    PrefetchRange<QuantPackedPairBytes(kType)>(p + distance);
 }
 
 inline int32_t LoadI32(const uint8_t* p) {
@@ -378,7 +382,7 @@ void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const Quant
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 2) {
-    PrefetchAhead<kPairBytes>(group + (blk >> 1) * kPairBytes, stop);
+    PrefetchAhead<kType>(group + (blk >> 1) * kPairBytes, stop);
     PackedBlock pb;
     LoadPackedBlock<kType>(group, pl, blk, &pb);
     AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
@@ -475,7 +479,7 @@ void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const Qua
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 2) {
     const uint8_t* pair = group + (blk >> 1) * kPairBytes;
-    PrefetchAhead<kPairBytes>(pair, stop);
+    PrefetchAhead<DType::kQ4_0>(pair, stop);
     const __m512 dw0 =
         _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 2 * kCodeBytes)));
     AccumulateQ4Block<T>(pair, dw0, act, l.bytes, l, blk, acc);
