@@ -9,7 +9,8 @@
 namespace pagellm {
 
 KernelTuning KernelTuningFor(CpuMicroarch microarch) {
-  // The defaults were measured on Zen 5 (family 26; the kernels' comments quote the A/B runs).
+  // The defaults were first measured on Zen 5 (family 26; the kernels' comments quote the A/B
+  // runs); the Zen 5 row below revises two of them.
   KernelTuning t;
   switch (microarch) {
     case CpuMicroarch::kZen4:

@@ -19,15 +19,15 @@
 namespace pagellm {
 
 struct KernelTuning {
-  // Bytes ahead of the current read at which the packed quantized decode streams (Q4_0/Q8_0
-  // groups, K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches. 0 (here and in the
+  // Bytes ahead of the current read at which the packed quantized decode streams (Q4_0 groups,
+  // K-quants, IQ4_XS, AWQ/GPTQ int4) issue software prefetches. 0 (here and in the
   // other streams' entries): no software prefetch, the hardware prefetchers alone.
   int64_t quant_prefetch_bytes = 65536;
   // Whether those quantized-stream prefetches go into L2 only (prefetcht1) instead of L1 and
   // L2 (prefetcht0).
   bool quant_prefetch_l2 = false;
-  // The distance for packed Q8_0 groups alone (they stream twice the bytes per block of Q4_0,
-  // and on Zen 5 run fastest on the hardware prefetchers; kernel_tuning.cc).
+  // The same for packed Q8_0 groups, which measure best with another distance than the other
+  // quantized streams on Zen 5 (kernel_tuning.cc); the L2 choice above applies to them too.
   int64_t q8_0_prefetch_bytes = 65536;
   // The same for F16/BF16 weights in the lane layout (prefetcht1: into L2 only).
   int64_t f16_prefetch_bytes = 65536;
