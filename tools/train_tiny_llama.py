@@ -20,13 +20,16 @@ import json
 import math
 import os
 import shutil
-import struct
+import sys
 import time
 
 import numpy as np
 import sentencepiece as spm
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_model  # noqa: E402  (its SafetensorsWriter)
 
 SEPARATOR = "<|endoftext|>"
 
@@ -139,22 +142,14 @@ def tokenize(sp, docs, bos, eos):
     return np.array(ids, dtype=np.int64)
 
 
-def write_safetensors(path, tensors):
-    """Writes float32 tensors in the safetensors format (8-byte header length, JSON, data)."""
-    header, offset, blobs = {}, 0, []
+def write_safetensors(out, tensors):
+    """Writes float32 tensors as OUT/model.safetensors with gen_model.py's writer."""
+    specs = [gen_model.TensorSpec(name, name, tuple(t.shape), "matrix")
+             for name, t in tensors.items()]
+    writer = gen_model.SafetensorsWriter(out, specs, "f32", None)
     for name, t in tensors.items():
-        data = t.detach().contiguous().float().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
+        writer.write(name, t.detach().contiguous().float().numpy().astype("<f4"))
+    writer.close()
 
 
 def save(model, a, vocab, out):
@@ -171,7 +166,7 @@ def save(model, a, vocab, out):
         t[p + "mlp.down_proj.weight"] = blk.down.weight
         t[p + "input_layernorm.weight"] = blk.attn_norm
         t[p + "post_attention_layernorm.weight"] = blk.mlp_norm
-    write_safetensors(os.path.join(out, "model.safetensors"), t)
+    write_safetensors(out, t)
     config = {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama",
         "hidden_size": a.hidden, "intermediate_size": a.intermediate,
