@@ -64,6 +64,13 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
       t.quant_prefetch_l2 = value == 1;
       continue;
     }
+    if (key == "attention_run_floats") {
+      if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > (1 << 20))
+        return InvalidArgumentError(
+            fmt::format("kernel tuning '{}': the value must be floats in [1, 1048576]", item));
+      t.attention_run_floats = value;
+      continue;
+    }
     if (ec != std::errc() || end != text.data() + text.size() || value < 0 || value > (1 << 20) ||
         value % 64 != 0)
       return InvalidArgumentError(fmt::format(
@@ -79,7 +86,7 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
     } else {
       return InvalidArgumentError(fmt::format(
           "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, q8_0_prefetch, "
-          "f16_prefetch, row_prefetch)",
+          "f16_prefetch, row_prefetch, attention_run_floats)",
           item));
     }
   }
@@ -104,9 +111,10 @@ const KernelTuning& GetKernelTuning() {
 
 std::string KernelTuningString(const KernelTuning& t) {
   return fmt::format(
-      "quant_prefetch={} quant_prefetch_l2={} q8_0_prefetch={} f16_prefetch={} row_prefetch={}",
+      "quant_prefetch={} quant_prefetch_l2={} q8_0_prefetch={} f16_prefetch={} row_prefetch={} "
+      "attention_run_floats={}",
       t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.q8_0_prefetch_bytes,
-      t.f16_prefetch_bytes, t.row_prefetch_bytes);
+      t.f16_prefetch_bytes, t.row_prefetch_bytes, t.attention_run_floats);
 }
 
 }  // namespace pagellm

@@ -33,6 +33,11 @@ struct KernelTuning {
   int64_t f16_prefetch_bytes = 65536;
   // The same for row-major float rows (fp32/f16 decode without packing, the AVX2 kernels).
   int64_t row_prefetch_bytes = 4096;
+  // Prefill attention: most floats of query-head accumulators (query tokens x query heads per
+  // KV head x head_dim) one task holds, i.e. how many query tokens share each decoded K/V tile
+  // (paged_attention.cc; at most kMaxQueryRun tokens). Output-neutral: every query runs the
+  // same operations in the same order whatever its run.
+  int64_t attention_run_floats = 32768;
 };
 
 // The table row of a microarchitecture.
@@ -45,7 +50,7 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string
 // reported once and ignored).
 const KernelTuning& GetKernelTuning();
 // "quant_prefetch=65536 quant_prefetch_l2=0 q8_0_prefetch=65536 f16_prefetch=65536
-// row_prefetch=4096".
+// row_prefetch=4096 attention_run_floats=32768".
 std::string KernelTuningString(const KernelTuning& t);
 
 }  // namespace pagellm

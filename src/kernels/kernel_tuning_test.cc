@@ -16,11 +16,15 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
   EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 quant_prefetch_l2=1 q8_0_prefetch=" +
                                         std::to_string(base.q8_0_prefetch_bytes) +
                                         " f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
-                                        " row_prefetch=0");
+                                        " row_prefetch=0 attention_run_floats=" +
+                                        std::to_string(base.attention_run_floats));
   auto q8 = ApplyKernelTuningOverrides(base, "q8_0_prefetch=131072");
   ASSERT_TRUE(q8.ok()) << q8.status().ToString();
   EXPECT_EQ(q8->q8_0_prefetch_bytes, 131072);
   EXPECT_EQ(q8->quant_prefetch_bytes, base.quant_prefetch_bytes);
+  auto run = ApplyKernelTuningOverrides(base, "attention_run_floats=4096");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->attention_run_floats, 4096);
   auto empty = ApplyKernelTuningOverrides(base, "");
   ASSERT_TRUE(empty.ok());
   EXPECT_EQ(empty->quant_prefetch_bytes, base.quant_prefetch_bytes);
@@ -30,7 +34,8 @@ TEST(KernelTuning, RejectsMalformedOverrides) {
   const KernelTuning base;
   for (const char* bad : {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100",
                           "quant_prefetch=-64", "quant_prefetch=2097152", "prefetch=64",
-                          "f16_prefetch=64k", "quant_prefetch_l2=2", "quant_prefetch_l2=yes"}) {
+                          "f16_prefetch=64k", "quant_prefetch_l2=2", "quant_prefetch_l2=yes",
+                          "attention_run_floats=0", "attention_run_floats=2097152"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }
@@ -46,7 +51,8 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
                             ",quant_prefetch_l2=" + std::to_string(t.quant_prefetch_l2 ? 1 : 0) +
                             ",q8_0_prefetch=" + std::to_string(t.q8_0_prefetch_bytes) +
                             ",f16_prefetch=" + std::to_string(t.f16_prefetch_bytes) +
-                            ",row_prefetch=" + std::to_string(t.row_prefetch_bytes));
+                            ",row_prefetch=" + std::to_string(t.row_prefetch_bytes) +
+                            ",attention_run_floats=" + std::to_string(t.attention_run_floats));
     ASSERT_TRUE(same.ok()) << CpuMicroarchName(m) << ": " << same.status().ToString();
     EXPECT_EQ(KernelTuningString(*same), KernelTuningString(t)) << CpuMicroarchName(m);
     EXPECT_GT(t.quant_prefetch_bytes, 0) << CpuMicroarchName(m);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/kernel_tuning.h"
 #include "kernels/kv_quant.h"
 #include "pagellm/check.h"
 
@@ -85,13 +86,20 @@ struct TaskRef {
   int32_t kv_head;
 };
 
-// Tokens of a query run: as many as keep the run's accumulators in L1; one with a sliding
-// window (each token's chunks then start at its own first visible position).
+// Tokens of a query run: one with a sliding window (each token's chunks then start at its own
+// first visible position); otherwise as many as hold attention_run_floats of accumulators.
+// Every token of a run shares each decoded (f16/bf16/fp8/int -> f32) and transposed K tile, so
+// longer runs repeat that per-tile work less often; the run's q and accumulator rows are then
+// read from L2 instead of L1, which the FMAs per row (4 x head_dim per head and tile) hide.
+// Qwen2.5-1.5B shape (6 query heads of 128 per KV head), f16 cache, pp512 at depth 0 / 4096 on
+// one Zen 5 core (build/bench/attention_bench): 4,096 floats (5 tokens) 79 / 87 GFLOP/s,
+// 16,384 (16) 97 / 98-100, 32,768 (42) 98-102 / 102-103, 65,536 (64) 99-101 / 102-105; the
+// Llama-3.2-1B shape (4 x 64, 16 tokens at 4,096 floats) 79-83 -> 85-88 at 32,768.
 int QueryRunLength(const AttentionShape& s) {
   if (s.sliding_window > 0) return 1;
-  const int per_token = s.num_heads * s.head_dim / s.num_kv_heads;
-  return std::clamp(attention_internal::kQueryRunFloats / per_token, 1,
-                    attention_internal::kMaxQueryRun);
+  const int64_t per_token = int64_t{s.num_heads} * s.head_dim / s.num_kv_heads;
+  return static_cast<int>(std::clamp<int64_t>(GetKernelTuning().attention_run_floats / per_token,
+                                              1, attention_internal::kMaxQueryRun));
 }
 
 void Run(AttendFn attend, const AttentionShape& s, const float* q, const KvLayerView& kv,

@@ -168,10 +168,9 @@ inline void SoftCapScores(float* scores, int n, float cap) {
   const float inv = 1.0f / cap;
   for (int j = 0; j < n; ++j) scores[j] = cap * std::tanh(scores[j] * inv);
 }
-// Most query tokens per task, and the accumulator floats (queries x group x head_dim) a run
-// may hold, so that its accumulators and the decoded K/V tile stay in L1.
-inline constexpr int kMaxQueryRun = 16;
-inline constexpr int kQueryRunFloats = 4096;
+// Most query tokens per task (a query run). How many floats of accumulators (queries x group x
+// head_dim) a run holds is KernelTuning::attention_run_floats.
+inline constexpr int kMaxQueryRun = 64;
 
 }  // namespace attention_internal
 
