@@ -32,10 +32,10 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
 
 TEST(KernelTuning, RejectsMalformedOverrides) {
   const KernelTuning base;
-  for (const char* bad : {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100",
-                          "quant_prefetch=-64", "quant_prefetch=2097152", "prefetch=64",
-                          "f16_prefetch=64k", "quant_prefetch_l2=2", "quant_prefetch_l2=yes",
-                          "attention_run_floats=0", "attention_run_floats=2097152"}) {
+  for (const char* bad :
+       {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100", "quant_prefetch=-64",
+        "quant_prefetch=2097152", "prefetch=64", "f16_prefetch=64k", "quant_prefetch_l2=2",
+        "quant_prefetch_l2=yes", "attention_run_floats=0", "attention_run_floats=2097152"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }

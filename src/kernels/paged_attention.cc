@@ -98,8 +98,8 @@ struct TaskRef {
 int QueryRunLength(const AttentionShape& s) {
   if (s.sliding_window > 0) return 1;
   const int64_t per_token = int64_t{s.num_heads} * s.head_dim / s.num_kv_heads;
-  return static_cast<int>(std::clamp<int64_t>(GetKernelTuning().attention_run_floats / per_token,
-                                              1, attention_internal::kMaxQueryRun));
+  return static_cast<int>(std::clamp<int64_t>(GetKernelTuning().attention_run_floats / per_token, 1,
+                                              attention_internal::kMaxQueryRun));
 }
 
 void Run(AttendFn attend, const AttentionShape& s, const float* q, const KvLayerView& kv,
