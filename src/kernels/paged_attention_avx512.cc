@@ -16,8 +16,12 @@
 namespace pagellm::attention_internal {
 namespace {
 
-// Query heads per K tile from which transposing the tile pays (DotsTransposed).
-constexpr int kTransposeMinHeads = 8;
+// Query heads per K tile from which transposing the tile pays (DotsTransposed). 4: a decode
+// token of a 4-query-head group (Llama-3.2-1B shape, f16 cache, depth 4,096, 16 layers; Zen 5,
+// build/bench/attention_bench decode/f16/depth4096, alternating builds) 10.1-10.7 -> 8.8-9.4 ms
+// on 2 threads with 8 (DotsFixed per head) vs 4 (transposed), 13.6-14.1 -> 10.6-10.9 with the
+// cache's rows in L3.
+constexpr int kTransposeMinHeads = 4;
 // Query heads per batch of a tile (see AttendAvx512).
 constexpr int kHeadBatch = 4;
 
@@ -115,6 +119,32 @@ void DecodeRow(KvCacheDtype dtype, const uint8_t* src, int d, float layer_scale,
       return;
     default:
       return;
+  }
+}
+
+// The K and V rows of a tile (rows <= kTile, fp16, head_dim 16 * NC) as floats in kb / vb
+// ([kTile][16 * NC]), with krow / vrow pointing at them: DecodeRow's conversion, unrolled and
+// unmasked. A decode step converts every row it reads once per query head group, so the call
+// and masked loop per row DecodeRow costs were most of a long-context decode step's attention.
+template <int NC>
+inline void F16TileToFloat(const KvLayerView& kv, const int64_t* offsets, int rows, float* kb,
+                           float* vb, const float** krow, const float** vrow) {
+  for (int j = 0; j < rows; ++j) {
+    const uint8_t* k = kv.k + offsets[j];
+    const uint8_t* v = kv.v + offsets[j];
+    float* kd = kb + j * 16 * NC;
+    float* vd = vb + j * 16 * NC;
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) {
+      _mm512_storeu_ps(
+          kd + 16 * c,
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 32 * c))));
+      _mm512_storeu_ps(
+          vd + 16 * c,
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + 32 * c))));
+    }
+    krow[j] = kd;
+    vrow[j] = vd;
   }
 }
 
@@ -395,6 +425,8 @@ void AttendAvx512(const AttendArgs& a) {
   thread_local std::vector<float> kt;
   if (fixed_dim && static_cast<int>(kt.size()) < kTile * d)
     kt.resize(static_cast<size_t>(kTile) * d);
+  // fp16 rows of a fixed head_dim: the whole tile converted by F16TileToFloat.
+  const bool f16_tile = fixed_dim && kv.dtype == KvCacheDtype::kFloat16;
   const __m512 vscale = _mm512_set1_ps(s.scale);
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   const float* krow[kTile];
@@ -413,7 +445,23 @@ void AttendAvx512(const AttendArgs& a) {
                    a.kv_head);
     int64_t offsets[kTile];
     TileRowOffsets(s, kv, a.block_table, j0, rows, a.kv_head, offsets);
-    for (int j = 0; j < rows; ++j) {
+    if (f16_tile) {
+      switch (d) {
+        case 16:
+          F16TileToFloat<1>(kv, offsets, rows, kbuf.data(), vbuf.data(), krow, vrow);
+          break;
+        case 32:
+          F16TileToFloat<2>(kv, offsets, rows, kbuf.data(), vbuf.data(), krow, vrow);
+          break;
+        case 64:
+          F16TileToFloat<4>(kv, offsets, rows, kbuf.data(), vbuf.data(), krow, vrow);
+          break;
+        default:
+          F16TileToFloat<8>(kv, offsets, rows, kbuf.data(), vbuf.data(), krow, vrow);
+          break;
+      }
+    }
+    for (int j = 0; j < rows && !f16_tile; ++j) {
       const int64_t off = offsets[j];
       if (direct) {
         krow[j] = reinterpret_cast<const float*>(kv.k + off);
