@@ -1,9 +1,11 @@
 // Dispatch of ops.h to the per-ISA tables, and the portable (scalar) implementations.
 #include "kernels/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "base/half.h"
 #include "kernels/ops_internal.h"
 #include "pagellm/check.h"
 
@@ -64,8 +66,18 @@ int64_t ArgMaxScalar(const float* x, int64_t n) {
   return best < 0 ? 0 : best;
 }
 
-constexpr OpsTable kScalarOps = {RmsNormRowScalar, SiluMulScalar, GeluTanhMulScalar,
-                                 AddInPlaceScalar, SoftmaxScalar, ArgMaxScalar};
+void SaturateToF16Scalar(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = std::isnan(x[i])
+                        ? 0.0f
+                        : std::clamp(x[i], -kernels_internal::kF16Max, kernels_internal::kF16Max);
+    out[i] = F32ToF16(v);
+  }
+}
+
+constexpr OpsTable kScalarOps = {RmsNormRowScalar,   SiluMulScalar, GeluTanhMulScalar,
+                                 AddInPlaceScalar,   SoftmaxScalar, ArgMaxScalar,
+                                 SaturateToF16Scalar};
 
 const OpsTable& OpsAt(SimdLevel level) {
   const CpuFeatures& f = GetCpuFeatures();
@@ -114,6 +126,10 @@ int64_t ArgMaxAtLevel(SimdLevel level, const float* x, int64_t n) {
   return OpsAt(level).arg_max(x, n);
 }
 
+void SaturateToF16AtLevel(SimdLevel level, const float* x, int64_t n, uint16_t* out) {
+  OpsAt(level).saturate_to_f16(x, n, out);
+}
+
 void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t n_rows,
              int64_t dim) {
   RmsNormAtLevel(ActiveSimdLevel(), x, weight, eps, out, n_rows, dim);
@@ -142,6 +158,10 @@ void Softmax(float* x, int64_t n) {
 
 int64_t ArgMax(const float* x, int64_t n) {
   return ArgMaxAtLevel(ActiveSimdLevel(), x, n);
+}
+
+void SaturateToF16(const float* x, int64_t n, uint16_t* out) {
+  SaturateToF16AtLevel(ActiveSimdLevel(), x, n, out);
 }
 
 }  // namespace pagellm

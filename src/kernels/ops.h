@@ -36,6 +36,11 @@ void Softmax(float* x, int64_t n);
 // n > 0.
 int64_t ArgMax(const float* x, int64_t n);
 
+// out[i] = x[i] as fp16, round to nearest even, with NaN -> 0 and values beyond the fp16 range
+// (infinities included) -> +-65504: the 16-bit KV cache's row store (kv_quant.h). Every level
+// gives the scalar result bit for bit.
+void SaturateToF16(const float* x, int64_t n, uint16_t* out);
+
 // The same operations at an explicit SIMD level (tests, benchmarks). CHECK-fails if the CPU
 // lacks the level.
 void RmsNormAtLevel(SimdLevel level, const float* x, const float* weight, float eps, float* out,
@@ -45,5 +50,6 @@ void GeluTanhMulAtLevel(SimdLevel level, const float* gate, const float* up, flo
 void AddInPlaceAtLevel(SimdLevel level, float* x, const float* y, int64_t n);
 void SoftmaxAtLevel(SimdLevel level, float* x, int64_t n);
 int64_t ArgMaxAtLevel(SimdLevel level, const float* x, int64_t n);
+void SaturateToF16AtLevel(SimdLevel level, const float* x, int64_t n, uint16_t* out);
 
 }  // namespace pagellm

@@ -141,8 +141,27 @@ int64_t ArgMax(const float* x, int64_t n) {
   return 0;  // all NaN
 }
 
+// NaN -> 0, clamp to +-65504, vcvtps2ph rounding to nearest even (see the AVX-512 version).
+inline __m128i SaturateToF16x8(__m256 v) {
+  v = _mm256_and_ps(v, _mm256_cmp_ps(v, v, _CMP_ORD_Q));
+  v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(-kF16Max)), _mm256_set1_ps(kF16Max));
+  return _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+void SaturateToF16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), SaturateToF16x8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(16) uint16_t tail[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(tail), SaturateToF16x8(LoadPartial(x + i, n - i)));
+    for (int64_t j = 0; j < n - i; ++j) out[i + j] = tail[j];
+  }
+}
+
 }  // namespace
 
-const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul, AddInPlace, Softmax, ArgMax};
+const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul,  AddInPlace,
+                       Softmax,    ArgMax,  SaturateToF16};
 
 }  // namespace pagellm::kernels_internal::avx2

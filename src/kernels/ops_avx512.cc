@@ -142,8 +142,28 @@ int64_t ArgMax(const float* x, int64_t n) {
   return 0;  // all NaN
 }
 
+// NaN -> 0, clamp to +-65504, then vcvtps2ph rounding to nearest even: the scalar F32ToF16 of
+// the same clamped value (which also rounds to nearest even, subnormals included).
+inline __m256i SaturateToF16x16(__m512 v) {
+  v = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), v);
+  v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-kF16Max)), _mm512_set1_ps(kF16Max));
+  return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+void SaturateToF16(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        SaturateToF16x16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 m = TailMask16(n - i);
+    _mm256_mask_storeu_epi16(out + i, m, SaturateToF16x16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
 }  // namespace
 
-const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul, AddInPlace, Softmax, ArgMax};
+const OpsTable kOps = {RmsNormRow, SiluMul, GeluTanhMul,  AddInPlace,
+                       Softmax,    ArgMax,  SaturateToF16};
 
 }  // namespace pagellm::kernels_internal::avx512

@@ -12,6 +12,7 @@ struct OpsTable {
   void (*add_in_place)(float* x, const float* y, int64_t n);
   void (*softmax)(float* x, int64_t n);
   int64_t (*arg_max)(const float* x, int64_t n);
+  void (*saturate_to_f16)(const float* x, int64_t n, uint16_t* out);
 };
 
 // gelu_tanh(g) = g/2 · (1 + tanh(u)) = g · sigmoid(2u), u = sqrt(2/pi) · (g + 0.044715 g³):
@@ -19,6 +20,8 @@ struct OpsTable {
 // does (e = exp(-|z|) <= 1, no overflow).
 inline constexpr float kGeluC1 = 1.5957691216057308f;  // 2 sqrt(2/pi)
 inline constexpr float kGeluC3 = 1.5957691216057308f * 0.044715f;
+// Largest finite fp16.
+inline constexpr float kF16Max = 65504.0f;
 
 namespace avx2 {
 extern const OpsTable kOps;

@@ -196,6 +196,56 @@ TEST(OpsTest, ArgMaxFirstMaximumIgnoringNaN) {
   }
 }
 
+TEST(OpsTest, SaturateToF16RoundsToNearestEvenAndSaturates) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Expected fp16 bit patterns from the IEEE binary16 definition (1 sign, 5 exponent bits with
+  // bias 15, 10 fraction bits; the smallest subnormal is 2^-24), round to nearest even.
+  const std::vector<std::pair<float, uint16_t>> cases = {
+      {1.0f, 0x3C00},
+      {-2.0f, 0xC000},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {65504.0f, 0x7BFF},
+      {65519.0f, 0x7BFF},  // would round to inf; saturated first
+      {1e9f, 0x7BFF},
+      {kInf, 0x7BFF},
+      {-kInf, 0xFBFF},
+      {nan, 0x0000},
+      {std::ldexp(1.0f, -24), 0x0001},
+      {std::ldexp(1.0f, -25), 0x0000},         // halfway to the smallest subnormal: even (0)
+      {std::ldexp(3.0f, -25), 0x0002},         // 1.5 units: even (2)
+      {1.0f + std::ldexp(1.0f, -11), 0x3C00},  // halfway between 0x3C00 and 0x3C01
+      {1.0f + std::ldexp(3.0f, -11), 0x3C02},  // halfway between 0x3C01 and 0x3C02
+      {std::ldexp(1.0f, -14), 0x0400},         // smallest normal
+  };
+  for (SimdLevel level : AvailableLevels()) {
+    // Each value alone, and all of them in one row (SIMD body and tail).
+    std::vector<float> row;
+    for (const auto& [x, want] : cases) {
+      uint16_t got = 0xFFFF;
+      SaturateToF16AtLevel(level, &x, 1, &got);
+      EXPECT_EQ(got, want) << SimdLevelName(level) << " x " << x;
+      row.push_back(x);
+    }
+    std::vector<uint16_t> out(row.size());
+    SaturateToF16AtLevel(level, row.data(), static_cast<int64_t>(row.size()), out.data());
+    for (size_t i = 0; i < cases.size(); ++i)
+      EXPECT_EQ(out[i], cases[i].second) << SimdLevelName(level) << " index " << i;
+  }
+  // Random rows of every length class: every level equals the scalar level bit for bit.
+  std::mt19937 rng(5);
+  for (int64_t n : {1, 7, 8, 15, 16, 17, 128, 1027}) {
+    std::vector<float> x = RandomVector(rng, n, 70000.0f);
+    for (int64_t i = 0; i < n; i += 5) x[i] *= 1e-6f;  // subnormal fp16 range
+    std::vector<uint16_t> want(n), got(n);
+    SaturateToF16AtLevel(SimdLevel::kScalar, x.data(), n, want.data());
+    for (SimdLevel level : AvailableLevels()) {
+      SaturateToF16AtLevel(level, x.data(), n, got.data());
+      EXPECT_EQ(got, want) << SimdLevelName(level) << " n " << n;
+    }
+  }
+}
+
 TEST(OpsTest, DefaultLevelEntryPoints) {
   std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
   const std::vector<float> w(4, 1.0f);
