@@ -460,22 +460,23 @@ void AttendAvx512(const AttendArgs& a) {
           F16TileToFloat<8>(kv, offsets, rows, kbuf.data(), vbuf.data(), krow, vrow);
           break;
       }
-    }
-    for (int j = 0; j < rows && !f16_tile; ++j) {
-      const int64_t off = offsets[j];
-      if (direct) {
-        krow[j] = reinterpret_cast<const float*>(kv.k + off);
-        vrow[j] = reinterpret_cast<const float*>(kv.v + off);
-      } else {
-        if (int_rows) {
-          DecodeIntCodes(kv.dtype, kv.k + off, d, &kbuf[j * d], &ks_h[j], &kz_h[j]);
-          DecodeIntCodes(kv.dtype, kv.v + off, d, &vbuf[j * d], &vs_h[j], &vz_h[j]);
+    } else {
+      for (int j = 0; j < rows; ++j) {
+        const int64_t off = offsets[j];
+        if (direct) {
+          krow[j] = reinterpret_cast<const float*>(kv.k + off);
+          vrow[j] = reinterpret_cast<const float*>(kv.v + off);
         } else {
-          DecodeRow(kv.dtype, kv.k + off, d, kv.k_scale, &kbuf[j * d]);
-          DecodeRow(kv.dtype, kv.v + off, d, kv.v_scale, &vbuf[j * d]);
+          if (int_rows) {
+            DecodeIntCodes(kv.dtype, kv.k + off, d, &kbuf[j * d], &ks_h[j], &kz_h[j]);
+            DecodeIntCodes(kv.dtype, kv.v + off, d, &vbuf[j * d], &vs_h[j], &vz_h[j]);
+          } else {
+            DecodeRow(kv.dtype, kv.k + off, d, kv.k_scale, &kbuf[j * d]);
+            DecodeRow(kv.dtype, kv.v + off, d, kv.v_scale, &vbuf[j * d]);
+          }
+          krow[j] = &kbuf[j * d];
+          vrow[j] = &vbuf[j * d];
         }
-        krow[j] = &kbuf[j * d];
-        vrow[j] = &vbuf[j * d];
       }
     }
     __m512 tile_k_s = _mm512_setzero_ps(), tile_k_z = tile_k_s, tile_v_s = tile_k_s,
