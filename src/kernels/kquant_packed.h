@@ -54,7 +54,8 @@ constexpr bool HasKQuantPackedLayout(DType t) {
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K || t == DType::kIQ4_XS;
 }
 
-inline KQuantPackedLayout GetKQuantPackedLayout(DType t, int64_t rows, int64_t cols) {
+// The offsets within one super-block of type t (nsb, group_bytes and groups left 0).
+constexpr KQuantPackedLayout KQuantSuperBlockLayout(DType t) {
   KQuantPackedLayout l;
   l.extra_bytes = t == DType::kQ5_K ? 512 : t == DType::kQ6_K ? 1024 : 0;
   l.sc_offset = KQuantPackedLayout::kNibBytes + l.extra_bytes;
@@ -72,6 +73,11 @@ inline KQuantPackedLayout GetKQuantPackedLayout(DType t, int64_t rows, int64_t c
     end += 32;
   }
   l.sb_bytes = (end + 63) / 64 * 64;
+  return l;
+}
+
+inline KQuantPackedLayout GetKQuantPackedLayout(DType t, int64_t rows, int64_t cols) {
+  KQuantPackedLayout l = KQuantSuperBlockLayout(t);
   l.nsb = cols / 256;
   l.group_bytes = l.nsb * l.sb_bytes;
   l.groups = (rows + 15) / 16;

@@ -62,7 +62,7 @@ inline __m512i OrMasked(__m512i a, __m512i b, __m512i mask) {
 // The 8 unsigned code registers of unit j (lo[k]: elements 32j + 4k.., hi[k]: 32j + 16 + 4k..;
 // Q4_K's hi[k] hold 16 x the codes).
 template <DType kType>
-inline void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[4]) {
+PAGELLM_KERNEL_INLINE void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[4]) {
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   [[maybe_unused]] __m512i extra;
   if constexpr (kType == DType::kQ5_K) {
@@ -128,8 +128,8 @@ inline void Bsum32Pairs(const uint8_t* bsum, int32_t (&pairs)[4]) {
 // The sub-block scales of unit j's halves (Q6_K: 16-element sub-blocks 2j, 2j + 1) or, twice,
 // of the unit, in the lanes.
 template <DType kType>
-inline void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j, __m512i* sc_lo,
-                       __m512i* sc_hi) {
+PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j,
+                                      __m512i* sc_lo, __m512i* sc_hi) {
   if constexpr (kType == DType::kQ6_K) {
     const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
     *sc_lo = LowHalves(w);
@@ -144,8 +144,8 @@ inline void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j, _
 // isum + one token's unit j: the two vpdpbusd chains (x: the unit's 32 activations) times the
 // sub-block scales.
 template <DType kType>
-inline __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)[4], __m512i sc_lo,
-                       __m512i sc_hi, const uint8_t* x) {
+PAGELLM_KERNEL_INLINE __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)[4],
+                                      __m512i sc_lo, __m512i sc_hi, const uint8_t* x) {
   __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
@@ -167,9 +167,10 @@ inline __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)
 // One token's super-block s after the units: the offsets' and mins' terms, then the fp32 step
 // into acc (at: the token's activations; d, m: the rows' super-block factors).
 template <DType kType>
-inline __m512 SuperBlockStep(__m512 acc, __m512i s1, const uint8_t* sb,
-                             const KQuantPackedLayout& pl, const uint8_t* at,
-                             const Q8KActsLayout& al, int64_t s, __m512 d, __m512 m) {
+PAGELLM_KERNEL_INLINE __m512 SuperBlockStep(__m512 acc, __m512i s1, const uint8_t* sb,
+                                            const KQuantPackedLayout& pl, const uint8_t* at,
+                                            const Q8KActsLayout& al, int64_t s, __m512 d,
+                                            __m512 m) {
   constexpr bool kMin = kType == DType::kQ4_K || kType == DType::kQ5_K;
   const uint8_t* bsum = at + al.bsum_offset + 32 * s;
   [[maybe_unused]] __m512i s2;
@@ -204,7 +205,8 @@ inline __m512 SuperBlockStep(__m512 acc, __m512i s1, const uint8_t* sb,
 }
 
 template <DType kType>
-inline void LoadFactors(const uint8_t* sb, const KQuantPackedLayout& pl, __m512* d, __m512* m) {
+PAGELLM_KERNEL_INLINE void LoadFactors(const uint8_t* sb, const KQuantPackedLayout& pl, __m512* d,
+                                       __m512* m) {
   *d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb + pl.d_offset)));
   *m = _mm512_setzero_ps();
   if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
@@ -213,7 +215,7 @@ inline void LoadFactors(const uint8_t* sb, const KQuantPackedLayout& pl, __m512*
 }
 
 // T tokens over one packed 16-row group, unpacking each unit once for all of them.
-template <DType kType, int T>
+template <DType kType, int T, PrefetchTarget kPrefetch>
 void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KActsLayout& al,
                  const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
   __m512 acc[T];
@@ -221,21 +223,29 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   // The super-block's cache lines kPrefetchBytes ahead, a share before each of its 8 units:
   // one burst of all 35-53 lines per super-block filled the miss queues and stalled on them
-  // (perf: 11% of Q4_K_M decode on the instruction after the burst, Zen 4).
-  const int64_t lines = (pl.sb_bytes + 63) / 64;
-  const int64_t lines_per_unit = (lines + 7) / 8;
+  // (perf: 11% of Q4_K_M decode on the instruction after the burst, Zen 4). The line counts
+  // are compile-time and the address is clamped to the task's last super-block instead of
+  // tested, so each line costs one prefetch instruction: a loop per unit with a runtime L1/L2
+  // test per line doubled the instructions of a super-block and cost a third of the
+  // L2-resident rate (Q4_K 512x2048, 1 thread, Zen 5: 67 -> 94 GB/s without the prefetches).
+  constexpr int kLines = static_cast<int>(KQuantSuperBlockLayout(kType).sb_bytes / 64);
+  constexpr int kLinesPerUnit = (kLines + 7) / 8;
+  const uint8_t* last_sb = stop - pl.sb_bytes;
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
-    const bool prefetch = kPrefetchBytes != 0 && stop - sb > kPrefetchBytes;
+    // sb + kPrefetchBytes, or the task's last super-block once that is past it (lines the
+    // task reads anyway; never another task's rows).
+    const uint8_t* ahead = sb + std::min<int64_t>(kPrefetchBytes, last_sb - sb);
     __m512i isum[T];
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
-      if (prefetch) {
-        const int64_t end = std::min(lines, (j + 1) * lines_per_unit);
-        for (int64_t i = j * lines_per_unit; i < end; ++i) {
-          PrefetchWeightLine(sb + kPrefetchBytes + 64 * i, kPrefetchToL2);
+      if constexpr (kPrefetch != PrefetchTarget::kNone) {
+#pragma GCC unroll 8
+        for (int i = 0; i < kLinesPerUnit; ++i) {
+          const int line = j * kLinesPerUnit + i;
+          if (line < kLines) PrefetchLine<kPrefetch>(ahead + 64 * line);
         }
       }
       __m512i lo[4], hi[4], sc_lo, sc_hi;
@@ -278,8 +288,12 @@ void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
     const int valid = static_cast<int>(std::min<int64_t>(16, r1 - r));
     for (int64_t t = t0; t < t1; t += kTile) {
       WithTileSize<kTile>(std::min<int64_t>(kTile, t1 - t), [&](auto tile) {
-        GroupTokens<kType, decltype(tile)::value>(group, pl, al, a.qx + t * al.bytes, valid,
-                                                  a.y + t * w.rows + r, w.rows, stop);
+        constexpr int kT = decltype(tile)::value;
+        const uint8_t* x = a.qx + t * al.bytes;
+        float* y = a.y + t * w.rows + r;
+        WithPrefetchTarget(kPrefetchBytes, kPrefetchToL2, [&](auto target) {
+          GroupTokens<kType, kT, decltype(target)::value>(group, pl, al, x, valid, y, w.rows, stop);
+        });
       });
     }
   }

@@ -58,32 +58,35 @@ inline float LoadF32(const uint8_t* p) {
   return v;
 }
 
-template <bool kShared>
+// The lines of the quad kPrefetchBytes ahead, or of the task's last quad (before stop) once
+// that is nearer: clamped rather than tested (simd_avx512.h, PrefetchTarget).
+template <bool kShared, PrefetchTarget kTarget>
 PAGELLM_PREFETCH_HELPER void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
-  if (kPrefetchBytes == 0 || stop - quad <= kPrefetchBytes) return;
-  const uint8_t* p = quad + kPrefetchBytes;
+  constexpr int64_t kQuadBytes = L<kShared>::kQuadBytes;
+  if constexpr (kTarget != PrefetchTarget::kNone) {
+    const uint8_t* p = quad + std::min<int64_t>(kPrefetchBytes, stop - kQuadBytes - quad);
 #pragma GCC unroll 19
-  for (int64_t i = 0; i < L<kShared>::kQuadBytes / 64; ++i) {
-    PrefetchWeightLine(p + 64 * i, kPrefetchToL2);
+    for (int64_t i = 0; i < kQuadBytes / 64; ++i) PrefetchLine<kTarget>(p + 64 * i);
   }
 }
 
 // Block i (< 4) of a packed quad: the 16 rows' scales and zero points (Q4_Z128: the quad's,
 // for any i).
 template <bool kShared>
-inline __m512 QuadScales(const uint8_t* quad, int i) {
+PAGELLM_KERNEL_INLINE __m512 QuadScales(const uint8_t* quad, int i) {
   return _mm512_cvtph_ps(_mm256_load_si256(
       reinterpret_cast<const __m256i*>(quad + L<kShared>::kScalesAt + (kShared ? 0 : 32 * i))));
 }
 template <bool kShared>
-inline __m512i QuadZeros(const uint8_t* quad, int i) {
+PAGELLM_KERNEL_INLINE __m512i QuadZeros(const uint8_t* quad, int i) {
   return _mm512_cvtepu8_epi32(_mm_load_si128(
       reinterpret_cast<const __m128i*>(quad + L<kShared>::kZerosAt + (kShared ? 0 : 16 * i))));
 }
 
 template <int T>
-inline void ScaleAccumulate(const __m512i (&s)[T], __m512 dw, const uint8_t* act, int64_t as,
-                            const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+PAGELLM_KERNEL_INLINE void ScaleAccumulate(const __m512i (&s)[T], __m512 dw, const uint8_t* act,
+                                           int64_t as, const QuantActsLayout& l, int64_t blk,
+                                           __m512 (&acc)[T]) {
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     const __m512 scale =
@@ -94,8 +97,9 @@ inline void ScaleAccumulate(const __m512i (&s)[T], __m512 dw, const uint8_t* act
 
 // Q4_Z128's per-block step: f = float(s) * dx (first block of a quad) or fma(float(s), dx, f).
 template <int T>
-inline void BlockAccumulate(const __m512i (&s)[T], bool first, const uint8_t* act, int64_t as,
-                            const QuantActsLayout& l, int64_t blk, __m512 (&f)[T]) {
+PAGELLM_KERNEL_INLINE void BlockAccumulate(const __m512i (&s)[T], bool first, const uint8_t* act,
+                                           int64_t as, const QuantActsLayout& l, int64_t blk,
+                                           __m512 (&f)[T]) {
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) {
     const __m512 dx = _mm512_set1_ps(LoadF32(act + t * as + l.dx_offset + 4 * blk));
@@ -109,8 +113,9 @@ inline void BlockAccumulate(const __m512i (&s)[T], bool first, const uint8_t* ac
 // (16 x elements 16+4k..19+4k), so the 8 dot products form two independent chains and isum =
 // s + (h >> 4) (h a multiple of 16, exact); the zero term starts the s chain.
 template <int T>
-inline void BlockSums(const uint8_t* codes, __m512i zw, const uint8_t* act, int64_t as,
-                      const QuantActsLayout& l, int64_t blk, __m512i (&s)[T]) {
+PAGELLM_KERNEL_INLINE void BlockSums(const uint8_t* codes, __m512i zw, const uint8_t* act,
+                                     int64_t as, const QuantActsLayout& l, int64_t blk,
+                                     __m512i (&s)[T]) {
   const __m512i lo_mask = _mm512_set1_epi8(0x0f);
   const __m512i hi_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512i lo[4], hi[4];
@@ -173,7 +178,7 @@ inline void StoreRows(const __m512 (&acc)[T], int valid, float* y, int64_t ys) {
 
 // T tokens over one packed group, quads streamed in order; the stream is linear across the
 // task's groups, so prefetching a fixed distance ahead runs into the next group.
-template <bool kShared, int T>
+template <bool kShared, int T, PrefetchTarget kTarget>
 void Direct(const uint8_t* group, const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
             int64_t ys, const uint8_t* stop) {
   __m512 acc[T];
@@ -181,7 +186,7 @@ void Direct(const uint8_t* group, const QuantActsLayout& l, const uint8_t* act, 
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 4) {
     const uint8_t* quad = group + (blk >> 2) * L<kShared>::kQuadBytes;
-    PrefetchQuad<kShared>(quad, stop);
+    PrefetchQuad<kShared, kTarget>(quad, stop);
     __m512i s[T];
     if constexpr (kShared) {
       // Q4_Z128 rows are whole quads (cols % 128 == 0).
@@ -346,7 +351,10 @@ void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
         WithTileSize<kPass>(std::min<int64_t>(kPass, nt - t), [&](auto tile) {
-          Direct<kShared, decltype(tile)::value>(group, l, act, valid, yt, w.rows, stop);
+          WithPrefetchTarget(kPrefetchBytes, kPrefetchToL2, [&](auto target) {
+            Direct<kShared, decltype(tile)::value, decltype(target)::value>(group, l, act, valid,
+                                                                            yt, w.rows, stop);
+          });
         });
       }
       continue;

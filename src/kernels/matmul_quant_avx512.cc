@@ -67,15 +67,26 @@ PAGELLM_PREFETCH_HELPER void PrefetchRange(const uint8_t* p) {
   }
 }
 
-// Prefetches the lines of the packed pair at p + distance (kPrefetchBytes; kQ8PrefetchBytes for
-// Q8_0), unless that lies at or past stop (the end of the task's rows): beyond it are rows that
-// another task streams, maybe on the other core, and a short task would spend its prefetches
-// there instead of on its own rows.
+// The packed decode stream's prefetch distance of kType.
 template <DType kType>
+int64_t PackedPrefetchBytes() {
+  return kType == DType::kQ8_0 ? kQ8PrefetchBytes : kPrefetchBytes;
+}
+
+// Prefetches the lines of the packed pair at p + distance (PackedPrefetchBytes), or of the
+// task's last pair (stop - pair bytes; stop: the end of the task's rows) once that is nearer:
+// beyond it are rows that another task streams, maybe on the other core, and a short task would
+// spend its prefetches there instead of on its own rows. Clamped rather than tested, so a pair
+// costs its lines' prefetch instructions and no branch.
+template <DType kType, PrefetchTarget kTarget>
 PAGELLM_PREFETCH_HELPER void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
-  const int64_t distance = kType == DType::kQ8_0 ? kQ8PrefetchBytes : kPrefetchBytes;
-  if (distance != 0 && stop - p > distance)
-    PrefetchRange<QuantPackedPairBytes(kType)>(p + distance);
+  constexpr int64_t kPairBytes = QuantPackedPairBytes(kType);
+  if constexpr (kTarget != PrefetchTarget::kNone) {
+    const uint8_t* ahead =
+        p + std::min<int64_t>(PackedPrefetchBytes<kType>(), stop - kPairBytes - p);
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < (kPairBytes + 63) / 64; ++i) PrefetchLine<kTarget>(ahead + 64 * i);
+  }
 }
 
 inline int32_t LoadI32(const uint8_t* p) {
@@ -249,8 +260,9 @@ inline void PackCodes(const RowGroup& g, int64_t blk, PackedBlock* out) {
 
 // acc[t] += block blk of the packed rows times token t (prepared activations at act + t * as).
 template <int T>
-inline void AccumulateBlock(const PackedBlock& pb, const uint8_t* act, int64_t as,
-                            const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+PAGELLM_KERNEL_INLINE void AccumulateBlock(const PackedBlock& pb, const uint8_t* act, int64_t as,
+                                           const QuantActsLayout& l, int64_t blk,
+                                           __m512 (&acc)[T]) {
   __m512i s[T];
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t)
@@ -353,8 +365,8 @@ PackedBlock* PanelScratch(int64_t blocks) {
 
 // Block blk of a packed group: codes and scales with plain loads.
 template <DType kType>
-inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, int64_t blk,
-                            PackedBlock* out) {
+PAGELLM_KERNEL_INLINE void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl,
+                                           int64_t blk, PackedBlock* out) {
   const uint8_t* codes = group + pl.CodeOffset(blk);
   if constexpr (kType == DType::kQ8_0) {
 #pragma GCC unroll 8
@@ -374,7 +386,7 @@ inline void LoadPackedBlock(const uint8_t* group, const QuantPackedLayout& pl, i
 
 // Decode over a packed group: T tokens, pairs of blocks streamed in order; the stream is linear
 // across the task's groups, so prefetching a fixed distance ahead runs into the next group.
-template <DType kType, int T>
+template <DType kType, int T, PrefetchTarget kTarget>
 void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
                   const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
   constexpr int64_t kPairBytes = QuantPackedPairBytes(kType);
@@ -382,7 +394,7 @@ void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const Quant
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 2) {
-    PrefetchAhead<kType>(group + (blk >> 1) * kPairBytes, stop);
+    PrefetchAhead<kType, kTarget>(group + (blk >> 1) * kPairBytes, stop);
     PackedBlock pb;
     LoadPackedBlock<kType>(group, pl, blk, &pb);
     AccumulateBlock<T>(pb, act, l.bytes, l, blk, acc);
@@ -405,8 +417,9 @@ void DirectPacked(const uint8_t* group, const QuantPackedLayout& pl, const Quant
 // themselves are independent chains and h is folded into s before the lo chain, saving a
 // register per token.
 template <int T>
-inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* act, int64_t as,
-                              const QuantActsLayout& l, int64_t blk, __m512 (&acc)[T]) {
+PAGELLM_KERNEL_INLINE void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* act,
+                                             int64_t as, const QuantActsLayout& l, int64_t blk,
+                                             __m512 (&acc)[T]) {
   const __m512i lo_mask = _mm512_set1_epi8(0x0f);
   const __m512i hi_mask = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512i lo[4], hi[4];
@@ -469,7 +482,7 @@ inline void AccumulateQ4Block(const uint8_t* codes, __m512 dw, const uint8_t* ac
   }
 }
 
-template <int T>
+template <int T, PrefetchTarget kTarget>
 void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const QuantActsLayout& l,
                     const uint8_t* act, int valid, float* y, int64_t ys, const uint8_t* stop) {
   constexpr int64_t kPairBytes = QuantPackedPairBytes(DType::kQ4_0);
@@ -479,7 +492,7 @@ void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const Qua
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 2) {
     const uint8_t* pair = group + (blk >> 1) * kPairBytes;
-    PrefetchAhead<DType::kQ4_0>(pair, stop);
+    PrefetchAhead<DType::kQ4_0, kTarget>(pair, stop);
     const __m512 dw0 =
         _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(pair + 2 * kCodeBytes)));
     AccumulateQ4Block<T>(pair, dw0, act, l.bytes, l, blk, acc);
@@ -492,7 +505,7 @@ void DirectPackedQ4(const uint8_t* group, const QuantPackedLayout& pl, const Qua
 }
 
 // T tokens over one packed group: the Q4_0 kernel above, or the generic one.
-template <DType kType, int T>
+template <DType kType, int T, PrefetchTarget kTarget>
 inline void DirectPackedAny(const uint8_t* group, const QuantPackedLayout& pl,
                             const QuantActsLayout& l, const uint8_t* act, int valid, float* y,
                             int64_t ys, const uint8_t* stop) {
@@ -503,12 +516,12 @@ inline void DirectPackedAny(const uint8_t* group, const QuantPackedLayout& pl,
       return e == nullptr || e[0] != '0';
     }();
     if (split) {
-      DirectPackedQ4<T>(group, pl, l, act, valid, y, ys, stop);
+      DirectPackedQ4<T, kTarget>(group, pl, l, act, valid, y, ys, stop);
     } else {
-      DirectPacked<kType, T>(group, pl, l, act, valid, y, ys, stop);
+      DirectPacked<kType, T, kTarget>(group, pl, l, act, valid, y, ys, stop);
     }
   } else {
-    DirectPacked<kType, T>(group, pl, l, act, valid, y, ys, stop);
+    DirectPacked<kType, T, kTarget>(group, pl, l, act, valid, y, ys, stop);
   }
 }
 
@@ -534,7 +547,10 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
         const uint8_t* act = act0 + t * l.bytes;
         float* yt = y + t * w.rows;
         WithTileSize<8>(std::min<int64_t>(8, nt - t), [&](auto tile) {
-          DirectPackedAny<kType, decltype(tile)::value>(group, pl, l, act, valid, yt, w.rows, stop);
+          WithPrefetchTarget(PackedPrefetchBytes<kType>(), kPrefetchToL2, [&](auto target) {
+            DirectPackedAny<kType, decltype(tile)::value, decltype(target)::value>(
+                group, pl, l, act, valid, yt, w.rows, stop);
+          });
         });
       }
       continue;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace pagellm::kernels_internal::avx512 {
 
@@ -33,6 +34,12 @@ static inline float HSum(__m512 v) {
 // translation units) until these helpers were forced inline.
 #define PAGELLM_PREFETCH_HELPER __attribute__((always_inline)) inline
 
+// For the inner helpers of the decode kernels (one block or unit of codes): GCC's inliner
+// stops inlining them once a translation unit holds enough instantiations of the kernels (token
+// tiles x prefetch targets), and an out-of-line call per block, its accumulators passed through
+// memory, halved the Q4_0 decode kernel's L2-resident rate (perf: AccumulateQ4Block<1> 84%).
+#define PAGELLM_KERNEL_INLINE __attribute__((always_inline)) inline
+
 // Software prefetch of one cache line of a weight stream: into L1 and L2 (T0), or into L2 only
 // (T1) when to_l2 (a kernel-table entry, kernels/kernel_tuning.h: quant_prefetch_l2).
 PAGELLM_PREFETCH_HELPER static void PrefetchWeightLine(const void* p, bool to_l2) {
@@ -40,6 +47,35 @@ PAGELLM_PREFETCH_HELPER static void PrefetchWeightLine(const void* p, bool to_l2
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
   } else {
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+  }
+}
+
+// Where a decode kernel's software prefetches put the weight lines: none, L1 and L2 (T0), or
+// L2 only (T1). Chosen once per kernel call from the kernel table (kernel_tuning.h) and passed
+// down as a template argument, so the hot loop holds one prefetch instruction per line and no
+// test (a runtime L1/L2 test per line cost the Q4_K and Q4_0 decode loops a quarter to a third
+// of their L2-resident rate, Zen 5).
+enum class PrefetchTarget { kNone, kL1, kL2 };
+
+template <PrefetchTarget kTarget>
+PAGELLM_PREFETCH_HELPER static void PrefetchLine(const void* p) {
+  if constexpr (kTarget == PrefetchTarget::kL2) {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+  } else if constexpr (kTarget == PrefetchTarget::kL1) {
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+  }
+}
+
+// f(std::integral_constant<PrefetchTarget, ...>{}) for a prefetch distance (0: none) and the
+// kernel table's L2 choice.
+template <typename F>
+static inline void WithPrefetchTarget(int64_t distance, bool to_l2, F&& f) {
+  if (distance == 0) {
+    f(std::integral_constant<PrefetchTarget, PrefetchTarget::kNone>{});
+  } else if (to_l2) {
+    f(std::integral_constant<PrefetchTarget, PrefetchTarget::kL2>{});
+  } else {
+    f(std::integral_constant<PrefetchTarget, PrefetchTarget::kL1>{});
   }
 }
 
