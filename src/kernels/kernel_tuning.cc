@@ -37,6 +37,13 @@ KernelTuning KernelTuningFor(CpuMicroarch microarch) {
       // theirs (none: -8% and -17%), so the shared quantized distance stays.
       t.q8_0_prefetch_bytes = 0;
       t.f16_prefetch_bytes = 0;
+      // K-quant / IQ4_XS super-blocks 16 KiB ahead instead of 64 KiB, once a prefetch cost one
+      // instruction per line (4000bef): Llama-3.2-1B tg64, same binary, alternating
+      // (docs/BENCHMARKS.md, "Zen 5 ... quantized decode prefetches"): Q6_K 62.6-64.5 vs
+      // 51.6-53.7 t/s in 3 of 3 rounds (8 KiB 53-65, 24 KiB 50-56), IQ4_XS 73.9-76.9 vs
+      // 54.7-64.8, Q4_K_M 64.4-72.5 vs 59.8-59.9, Q5_K_M 37.0-63.0 vs 35.8-58.8. Q4_0 groups
+      // measure better at 64 KiB (67.9-68.0 vs 63.5-64.0 t/s), so quant_prefetch stays.
+      t.kquant_prefetch_bytes = 16384;
       break;
     case CpuMicroarch::kOther:
     case CpuMicroarch::kIntelAvx512:
@@ -77,6 +84,8 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
           "kernel tuning '{}': the value must be bytes, a multiple of 64 in [0, 1048576]", item));
     if (key == "quant_prefetch") {
       t.quant_prefetch_bytes = value;
+    } else if (key == "kquant_prefetch") {
+      t.kquant_prefetch_bytes = value;
     } else if (key == "q8_0_prefetch") {
       t.q8_0_prefetch_bytes = value;
     } else if (key == "f16_prefetch") {
@@ -85,8 +94,8 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
       t.row_prefetch_bytes = value;
     } else {
       return InvalidArgumentError(fmt::format(
-          "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, q8_0_prefetch, "
-          "f16_prefetch, row_prefetch, attention_run_floats)",
+          "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, kquant_prefetch, "
+          "q8_0_prefetch, f16_prefetch, row_prefetch, attention_run_floats)",
           item));
     }
   }
@@ -111,10 +120,10 @@ const KernelTuning& GetKernelTuning() {
 
 std::string KernelTuningString(const KernelTuning& t) {
   return fmt::format(
-      "quant_prefetch={} quant_prefetch_l2={} q8_0_prefetch={} f16_prefetch={} row_prefetch={} "
-      "attention_run_floats={}",
-      t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.q8_0_prefetch_bytes,
-      t.f16_prefetch_bytes, t.row_prefetch_bytes, t.attention_run_floats);
+      "quant_prefetch={} quant_prefetch_l2={} kquant_prefetch={} q8_0_prefetch={} "
+      "f16_prefetch={} row_prefetch={} attention_run_floats={}",
+      t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.kquant_prefetch_bytes,
+      t.q8_0_prefetch_bytes, t.f16_prefetch_bytes, t.row_prefetch_bytes, t.attention_run_floats);
 }
 
 }  // namespace pagellm

@@ -26,6 +26,10 @@ struct KernelTuning {
   // Whether those quantized-stream prefetches go into L2 only (prefetcht1) instead of L1 and
   // L2 (prefetcht0).
   bool quant_prefetch_l2 = false;
+  // The same for the packed K-quant / IQ4_XS super-blocks (kquant_packed.h), which measure best
+  // nearer than the Q4_0 groups on Zen 5 (kernel_tuning.cc); the L2 choice above applies to
+  // them too.
+  int64_t kquant_prefetch_bytes = 65536;
   // The same for packed Q8_0 groups, which measure best with another distance than the other
   // quantized streams on Zen 5 (kernel_tuning.cc); the L2 choice above applies to them too.
   int64_t q8_0_prefetch_bytes = 65536;
@@ -43,14 +47,15 @@ struct KernelTuning {
 // The table row of a microarchitecture.
 KernelTuning KernelTuningFor(CpuMicroarch microarch);
 // `base` with the comma-separated key=value pairs of `overrides` applied (keys: quant_prefetch,
-// q8_0_prefetch, f16_prefetch, row_prefetch: bytes, multiples of 64 in [0, 1 MiB];
+// kquant_prefetch, q8_0_prefetch, f16_prefetch, row_prefetch: bytes, multiples of 64 in
+// [0, 1 MiB];
 // quant_prefetch_l2: 0 or 1).
 StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string_view overrides);
 // This machine's: its microarch's row, then PAGELLM_KERNEL_TUNING (a malformed value is
 // reported once and ignored).
 const KernelTuning& GetKernelTuning();
-// "quant_prefetch=65536 quant_prefetch_l2=0 q8_0_prefetch=65536 f16_prefetch=65536
-// row_prefetch=4096 attention_run_floats=32768".
+// "quant_prefetch=65536 quant_prefetch_l2=0 kquant_prefetch=65536 q8_0_prefetch=65536
+// f16_prefetch=65536 row_prefetch=4096 attention_run_floats=32768".
 std::string KernelTuningString(const KernelTuning& t);
 
 }  // namespace pagellm

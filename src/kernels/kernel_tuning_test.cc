@@ -13,15 +13,21 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
   EXPECT_EQ(t->quant_prefetch_bytes, 16384);
   EXPECT_EQ(t->row_prefetch_bytes, 0);
   EXPECT_EQ(t->f16_prefetch_bytes, base.f16_prefetch_bytes);
-  EXPECT_EQ(KernelTuningString(*t), "quant_prefetch=16384 quant_prefetch_l2=1 q8_0_prefetch=" +
-                                        std::to_string(base.q8_0_prefetch_bytes) +
-                                        " f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
-                                        " row_prefetch=0 attention_run_floats=" +
-                                        std::to_string(base.attention_run_floats));
+  EXPECT_EQ(
+      KernelTuningString(*t),
+      "quant_prefetch=16384 quant_prefetch_l2=1 kquant_prefetch=" +
+          std::to_string(base.kquant_prefetch_bytes) +
+          " q8_0_prefetch=" + std::to_string(base.q8_0_prefetch_bytes) +
+          " f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
+          " row_prefetch=0 attention_run_floats=" + std::to_string(base.attention_run_floats));
   auto q8 = ApplyKernelTuningOverrides(base, "q8_0_prefetch=131072");
   ASSERT_TRUE(q8.ok()) << q8.status().ToString();
   EXPECT_EQ(q8->q8_0_prefetch_bytes, 131072);
   EXPECT_EQ(q8->quant_prefetch_bytes, base.quant_prefetch_bytes);
+  auto kq = ApplyKernelTuningOverrides(base, "kquant_prefetch=0");
+  ASSERT_TRUE(kq.ok()) << kq.status().ToString();
+  EXPECT_EQ(kq->kquant_prefetch_bytes, 0);
+  EXPECT_EQ(kq->quant_prefetch_bytes, base.quant_prefetch_bytes);
   auto run = ApplyKernelTuningOverrides(base, "attention_run_floats=4096");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->attention_run_floats, 4096);
@@ -35,7 +41,8 @@ TEST(KernelTuning, RejectsMalformedOverrides) {
   for (const char* bad :
        {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100", "quant_prefetch=-64",
         "quant_prefetch=2097152", "prefetch=64", "f16_prefetch=64k", "quant_prefetch_l2=2",
-        "quant_prefetch_l2=yes", "attention_run_floats=0", "attention_run_floats=2097152"}) {
+        "quant_prefetch_l2=yes", "attention_run_floats=0", "attention_run_floats=2097152",
+        "kquant_prefetch=32", "kquant_prefetch=-1"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }
@@ -49,6 +56,7 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
     auto same = ApplyKernelTuningOverrides(
         KernelTuning{}, "quant_prefetch=" + std::to_string(t.quant_prefetch_bytes) +
                             ",quant_prefetch_l2=" + std::to_string(t.quant_prefetch_l2 ? 1 : 0) +
+                            ",kquant_prefetch=" + std::to_string(t.kquant_prefetch_bytes) +
                             ",q8_0_prefetch=" + std::to_string(t.q8_0_prefetch_bytes) +
                             ",f16_prefetch=" + std::to_string(t.f16_prefetch_bytes) +
                             ",row_prefetch=" + std::to_string(t.row_prefetch_bytes) +
@@ -65,6 +73,10 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).q8_0_prefetch_bytes, 0);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).q8_0_prefetch_bytes, 65536);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kIntelAvx512).f16_prefetch_bytes, 65536);
+  // Zen 5's K-quant super-blocks 16 KiB ahead, the other rows at the Q4_0 distance.
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).kquant_prefetch_bytes, 16384);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).kquant_prefetch_bytes,
+            KernelTuningFor(CpuMicroarch::kZen4).quant_prefetch_bytes);
   EXPECT_TRUE(KernelTuningFor(CpuMicroarch::kZen4).quant_prefetch_l2);
   EXPECT_FALSE(KernelTuningFor(CpuMicroarch::kZen5).quant_prefetch_l2);
   EXPECT_NE(KernelTuningString(KernelTuningFor(CpuMicroarch::kZen4)),

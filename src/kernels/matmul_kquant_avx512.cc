@@ -28,8 +28,9 @@ namespace {
 // alternating runs): 4 tokens unpacking every pass ~110; a group unpacked once into a
 // one-byte-per-weight panel swept by 8-token tiles ~50 (spills) or token by token ~70-85.
 constexpr int kTile = 4;
-// Software prefetch distance of the weight stream (as the Q4_0 kernels': matmul_quant_avx512.cc).
-const int64_t kPrefetchBytes = GetKernelTuning().quant_prefetch_bytes;
+// Software prefetch distance of the weight stream (kernel_tuning.h: kquant_prefetch; the L2 choice
+// is the Q4_0 kernels', matmul_quant_avx512.cc).
+const int64_t kPrefetchBytes = GetKernelTuning().kquant_prefetch_bytes;
 const bool kPrefetchToL2 = GetKernelTuning().quant_prefetch_l2;
 
 inline int32_t LoadI32(const uint8_t* p) {
