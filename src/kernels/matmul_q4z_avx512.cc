@@ -58,18 +58,6 @@ inline float LoadF32(const uint8_t* p) {
   return v;
 }
 
-// The lines of the quad kPrefetchBytes ahead, or of the task's last quad (before stop) once
-// that is nearer: clamped rather than tested (simd_avx512.h, PrefetchTarget).
-template <bool kShared, PrefetchTarget kTarget>
-PAGELLM_PREFETCH_HELPER void PrefetchQuad(const uint8_t* quad, const uint8_t* stop) {
-  constexpr int64_t kQuadBytes = L<kShared>::kQuadBytes;
-  if constexpr (kTarget != PrefetchTarget::kNone) {
-    const uint8_t* p = quad + std::min<int64_t>(kPrefetchBytes, stop - kQuadBytes - quad);
-#pragma GCC unroll 19
-    for (int64_t i = 0; i < kQuadBytes / 64; ++i) PrefetchLine<kTarget>(p + 64 * i);
-  }
-}
-
 // Block i (< 4) of a packed quad: the 16 rows' scales and zero points (Q4_Z128: the quad's,
 // for any i).
 template <bool kShared>
@@ -186,7 +174,8 @@ void Direct(const uint8_t* group, const QuantActsLayout& l, const uint8_t* act, 
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t blk = 0; blk < l.nb; blk += 4) {
     const uint8_t* quad = group + (blk >> 2) * L<kShared>::kQuadBytes;
-    PrefetchQuad<kShared, kTarget>(quad, stop);
+    // The quad kPrefetchBytes ahead (clamped to the task's last quad, before stop).
+    PrefetchBlockAhead<L<kShared>::kQuadBytes, kTarget>(quad, kPrefetchBytes, stop);
     __m512i s[T];
     if constexpr (kShared) {
       // Q4_Z128 rows are whole quads (cols % 128 == 0).

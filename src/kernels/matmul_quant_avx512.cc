@@ -73,20 +73,11 @@ int64_t PackedPrefetchBytes() {
   return kType == DType::kQ8_0 ? kQ8PrefetchBytes : kPrefetchBytes;
 }
 
-// Prefetches the lines of the packed pair at p + distance (PackedPrefetchBytes), or of the
-// task's last pair (stop - pair bytes; stop: the end of the task's rows) once that is nearer:
-// beyond it are rows that another task streams, maybe on the other core, and a short task would
-// spend its prefetches there instead of on its own rows. Clamped rather than tested, so a pair
-// costs its lines' prefetch instructions and no branch.
+// Prefetches the packed pair PackedPrefetchBytes ahead of the one at p (simd_avx512.h,
+// PrefetchBlockAhead: clamped to the task's last pair, before stop).
 template <DType kType, PrefetchTarget kTarget>
 PAGELLM_PREFETCH_HELPER void PrefetchAhead(const uint8_t* p, const uint8_t* stop) {
-  constexpr int64_t kPairBytes = QuantPackedPairBytes(kType);
-  if constexpr (kTarget != PrefetchTarget::kNone) {
-    const uint8_t* ahead =
-        p + std::min<int64_t>(PackedPrefetchBytes<kType>(), stop - kPairBytes - p);
-#pragma GCC unroll 16
-    for (int64_t i = 0; i < (kPairBytes + 63) / 64; ++i) PrefetchLine<kTarget>(ahead + 64 * i);
-  }
+  PrefetchBlockAhead<QuantPackedPairBytes(kType), kTarget>(p, PackedPrefetchBytes<kType>(), stop);
 }
 
 inline int32_t LoadI32(const uint8_t* p) {

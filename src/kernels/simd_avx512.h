@@ -11,6 +11,7 @@
 #endif
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -63,6 +64,27 @@ PAGELLM_PREFETCH_HELPER static void PrefetchLine(const void* p) {
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
   } else if constexpr (kTarget == PrefetchTarget::kL1) {
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0);
+  }
+}
+
+// The start of the kBytes block to prefetch for the block at p: p + distance, or the task's last
+// block (stop - kBytes; stop: the end of the task's rows) once that is nearer. Beyond stop are
+// rows that another task streams, maybe on the other core, and a short task would spend its
+// prefetches there instead of on its own rows. Clamped rather than tested: no branch.
+template <int64_t kBytes>
+static inline const uint8_t* PrefetchAddress(const uint8_t* p, int64_t distance,
+                                             const uint8_t* stop) {
+  return p + std::min<int64_t>(distance, stop - kBytes - p);
+}
+
+// Prefetches the lines of the kBytes block at PrefetchAddress (nothing for kNone).
+template <int64_t kBytes, PrefetchTarget kTarget>
+PAGELLM_PREFETCH_HELPER static void PrefetchBlockAhead(const uint8_t* p, int64_t distance,
+                                                       const uint8_t* stop) {
+  if constexpr (kTarget != PrefetchTarget::kNone) {
+    const uint8_t* ahead = PrefetchAddress<kBytes>(p, distance, stop);
+#pragma GCC unroll 32
+    for (int64_t i = 0; i < (kBytes + 63) / 64; ++i) PrefetchLine<kTarget>(ahead + 64 * i);
   }
 }
 
