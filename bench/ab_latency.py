@@ -49,8 +49,9 @@ def main():
         med = lambda xs: statistics.median(xs)
         pp_a, pp_b = med([x[0] for x in res["a"]]), med([x[0] for x in res["b"]])
         tg_a, tg_b = med([x[1] for x in res["a"]]), med([x[1] for x in res["b"]])
-        pp_ratio = med([b[0] / a_[0] for a_, b in zip(res["a"], res["b"])])
-        tg_ratio = med([b[1] / a_[1] for a_, b in zip(res["a"], res["b"])])
+        ratio = lambda i: med([b[i] / a_[i] if a_[i] > 0 else float("nan")
+                               for a_, b in zip(res["a"], res["b"])])
+        pp_ratio, tg_ratio = ratio(0), ratio(1)  # nan where a phase was not run (--pp 0)
         print(f"| {os.path.basename(model)} | {pp_a:.1f} | {pp_b:.1f} | {pp_ratio:.3f} | "
               f"{tg_a:.2f} | {tg_b:.2f} | {tg_ratio:.3f} |", flush=True)
 

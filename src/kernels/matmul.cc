@@ -162,66 +162,97 @@ bool IsMatMulWeightType(DType t) {
 
 namespace {
 
-// The matrices of outs share dtype and cols (checked by the callers); one activation
-// preparation and one pool dispatch serve them all.
+// The matrices of outs share cols and input permutation; their dtypes may differ (llama.cpp's
+// K-quant presets mix Q4_K and Q6_K within one layer's q/k/v). One pool dispatch serves them
+// all, and activations are prepared once per distinct activation layout.
 void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, const float* x,
                        int64_t n_tokens, ThreadPool* pool) {
   CHECK(LevelSupported(level)) << "CPU lacks SIMD level " << SimdLevelName(level);
   CHECK_GE(n_tokens, 0);
   CHECK(num_outs >= 1 && num_outs <= kMaxMatMulOutputs) << num_outs;
   const WeightMatrix& w0 = *outs[0].w;
-  const WeightFormat& format = GetWeightFormat(w0.dtype);
-  CHECK(format.matmul != MatMulFamily::kNone) << "MatMul weight type " << format.name;
+  const int64_t cols = w0.cols;
+  const WeightFormat* formats[kMaxMatMulOutputs];
   int64_t total_rows = 0;
   for (int i = 0; i < num_outs; ++i) {
     const WeightMatrix& w = *outs[i].w;
-    CHECK(w.dtype == w0.dtype && w.cols == w0.cols && w.input_perm == w0.input_perm &&
-          w.input_cols == w0.input_cols)
-        << "MatMulMany needs one dtype, width and input permutation";
+    formats[i] = &GetWeightFormat(w.dtype);
+    CHECK(formats[i]->matmul != MatMulFamily::kNone) << "MatMul weight type " << formats[i]->name;
+    CHECK(w.cols == cols && w.input_perm == w0.input_perm && w.input_cols == w0.input_cols)
+        << "MatMulMany needs one width and input permutation";
     CHECK(w.rows == 0 || (w.data != nullptr && outs[i].y != nullptr));
+    CHECK_EQ(cols % formats[i]->block_elems, 0)
+        << "rows are whole blocks of " << formats[i]->block_elems;
     total_rows += w.rows;
   }
   if (n_tokens == 0 || total_rows == 0) return;
-  CHECK_GT(w0.cols, 0);
+  CHECK_GT(cols, 0);
   CHECK(x != nullptr);
-  const bool quant = format.matmul != MatMulFamily::kFloat;
-  CHECK_EQ(w0.cols % format.block_elems, 0) << "rows are whole blocks of " << format.block_elems;
 
   // An input permutation (GPTQ act-order) is applied once: x'[t][j] = x[t][perm[j]], x being
   // [n_tokens][input_cols] when that is set.
   if (w0.input_perm != nullptr) {
-    float* xp = GatherScratch(n_tokens * w0.cols);
+    float* xp = GatherScratch(n_tokens * cols);
     const int32_t* perm = w0.input_perm;
-    const int64_t x_cols = w0.input_cols > 0 ? w0.input_cols : w0.cols;
+    const int64_t x_cols = w0.input_cols > 0 ? w0.input_cols : cols;
     for (int64_t t = 0; t < n_tokens; ++t) {
       const float* src = x + t * x_cols;
-      float* dst = xp + t * w0.cols;
-      for (int64_t j = 0; j < w0.cols; ++j) dst[j] = src[perm[j]];
+      float* dst = xp + t * cols;
+      for (int64_t j = 0; j < cols; ++j) dst[j] = src[perm[j]];
     }
     x = xp;
   }
 
-  const Plan plan = MakePlan(level, format);
+  int threads = pool != nullptr ? pool->num_threads() : 1;
+  if (total_rows * cols * n_tokens < kMinParallelMacs) threads = 1;
+
+  // Per matrix: its plan and the bytes of one token's activations (floats, or the quantized
+  // layout its kernels read). Matrices whose formats prepare activations alike share them.
+  Plan plans[kMaxMatMulOutputs];
+  int64_t act_bytes[kMaxMatMulOutputs];
+  int64_t act_offset[kMaxMatMulOutputs];  // bytes into the scratch of its [n_tokens] rows
+  int64_t quant_bytes = 0;                // all distinct quantized layouts, n_tokens rows each
+  for (int i = 0; i < num_outs; ++i) {
+    const WeightFormat& f = *formats[i];
+    plans[i] = MakePlan(level, f);
+    act_offset[i] = -1;
+    if (f.matmul == MatMulFamily::kFloat) {
+      act_bytes[i] = cols * static_cast<int64_t>(sizeof(float));
+      continue;
+    }
+    act_bytes[i] = f.act_quant == ActQuant::kQ8Block256
+                       ? kernels_internal::GetQ8KActsLayout(cols).bytes
+                       : kernels_internal::QuantActsBytes(cols);
+    for (int j = 0; j < i; ++j) {
+      if (act_offset[j] >= 0 && plans[j].prepare == plans[i].prepare &&
+          formats[j]->act_code_offset == f.act_code_offset) {
+        act_offset[i] = act_offset[j];
+        break;
+      }
+    }
+    if (act_offset[i] < 0) {
+      act_offset[i] = quant_bytes;
+      quant_bytes += (n_tokens * act_bytes[i] + 63) / 64 * 64;
+    }
+  }
   MatMulArgs args[kMaxMatMulOutputs];
   for (int i = 0; i < num_outs; ++i) {
     args[i].w = outs[i].w;
     args[i].x = x;
     args[i].y = outs[i].y;
   }
-
-  int threads = pool != nullptr ? pool->num_threads() : 1;
-  if (total_rows * w0.cols * n_tokens < kMinParallelMacs) threads = 1;
-
-  int64_t act_bytes_per_token = w0.cols * static_cast<int64_t>(sizeof(float));
-  if (quant) {
-    act_bytes_per_token = format.act_quant == ActQuant::kQ8Block256
-                              ? kernels_internal::GetQ8KActsLayout(w0.cols).bytes
-                              : kernels_internal::QuantActsBytes(w0.cols);
-    uint8_t* qx = ActivationScratch(n_tokens * act_bytes_per_token);
+  if (quant_bytes > 0) {
+    // Each distinct layout is one region of [n_tokens][act_bytes] at its offset.
+    uint8_t* qx = ActivationScratch(quant_bytes);
     auto prepare = [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        plan.prepare(format.act_code_offset, x + t * w0.cols, w0.cols,
-                     qx + t * act_bytes_per_token);
+      for (int i = 0; i < num_outs; ++i) {
+        bool first = plans[i].prepare != nullptr;
+        for (int j = 0; j < i && first; ++j) first = act_offset[j] != act_offset[i];
+        if (!first) continue;
+        for (int64_t t = t0; t < t1; ++t) {
+          plans[i].prepare(formats[i]->act_code_offset, x + t * cols, cols,
+                           qx + act_offset[i] + t * act_bytes[i]);
+        }
       }
     };
     if (threads > 1 && n_tokens >= 2 * threads) {
@@ -229,7 +260,9 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     } else {
       prepare(0, n_tokens);
     }
-    for (int i = 0; i < num_outs; ++i) args[i].qx = qx;
+    for (int i = 0; i < num_outs; ++i) {
+      if (act_offset[i] >= 0) args[i].qx = qx + act_offset[i];
+    }
   }
 
   // Contiguous row ranges aligned to whole row tiles, cut over all matrices together by
@@ -237,10 +270,14 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   // unassigned (at least min_units, never across matrices). The pool hands tasks out in order,
   // so long streams come first and the last tasks are single units: a thread slowed down (by
   // another VM on the memory bus, a preempted vCPU) leaves at most one unit to wait for at the
-  // op's barrier. Ranges depend only on the shapes and the thread count.
-  const int64_t align = plan.row_tile * kRowTilesPerSplit;
+  // op's barrier. Ranges depend only on the shapes, the formats and the thread count. A unit is
+  // kRowTilesPerSplit row tiles of its matrix's kernel.
+  int64_t align[kMaxMatMulOutputs];
   int64_t units = 0;
-  for (int i = 0; i < num_outs; ++i) units += (outs[i].w->rows + align - 1) / align;
+  for (int i = 0; i < num_outs; ++i) {
+    align[i] = plans[i].row_tile * kRowTilesPerSplit;
+    units += (outs[i].w->rows + align[i] - 1) / align[i];
+  }
   struct TaskRange {
     int m;
     int64_t r0, r1;
@@ -259,27 +296,31 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   int64_t assigned = 0;  // units, over all matrices
   for (int m = 0; m < num_outs; ++m) {
     const int64_t rows = outs[m].w->rows;
-    const int64_t m_units = (rows + align - 1) / align;
+    const int64_t m_units = (rows + align[m] - 1) / align[m];
     for (int64_t u = 0; u < m_units;) {
       int64_t size = m_units - u;
       if (threads > 1) {
         size = std::min(size, std::max(min_units, (units - assigned + share - 1) / share));
       }
       CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
-      task_ranges[tasks++] = {m, u * align, std::min(rows, (u + size) * align)};
+      task_ranges[tasks++] = {m, u * align[m], std::min(rows, (u + size) * align[m])};
       u += size;
       assigned += size;
     }
   }
-  // Token blocks as large as the kernels' cache blocking allows, whole token tiles.
-  const int64_t tt = plan.token_tile;
-  const int64_t block_tokens =
-      std::max<int64_t>(tt, plan.token_block_bytes / act_bytes_per_token / tt * tt);
+  // Token blocks as large as each kernel's cache blocking allows, whole token tiles.
+  int64_t block_tokens[kMaxMatMulOutputs];
+  for (int i = 0; i < num_outs; ++i) {
+    const int64_t tt = plans[i].token_tile;
+    block_tokens[i] = std::max<int64_t>(tt, plans[i].token_block_bytes / act_bytes[i] / tt * tt);
+  }
 
   auto run = [&](int64_t task, int) {
     const TaskRange& tr = task_ranges[task];
-    for (int64_t t0 = 0; t0 < n_tokens; t0 += block_tokens) {
-      plan.block(args[tr.m], tr.r0, tr.r1, t0, std::min(n_tokens, t0 + block_tokens));
+    const Plan& plan = plans[tr.m];
+    const int64_t bt = block_tokens[tr.m];
+    for (int64_t t0 = 0; t0 < n_tokens; t0 += bt) {
+      plan.block(args[tr.m], tr.r0, tr.r1, t0, std::min(n_tokens, t0 + bt));
     }
   };
   if (tasks > 1 && threads > 1) {
@@ -307,11 +348,11 @@ void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs
   CHECK(outs.size() >= 1 && outs.size() <= static_cast<size_t>(kMaxMatMulOutputs));
   bool same = true;
   for (const MatMulOutput& o : outs) {
-    same = same && o.w->dtype == outs.begin()->w->dtype && o.w->cols == outs.begin()->w->cols &&
+    same = same && o.w->cols == outs.begin()->w->cols &&
            o.w->input_perm == outs.begin()->w->input_perm &&
            o.w->input_cols == outs.begin()->w->input_cols;
   }
-  if (!same) {  // mixed-type files, distinct input permutations: one dispatch per matrix
+  if (!same) {  // distinct widths or input permutations: one dispatch per matrix
     for (const MatMulOutput& o : outs) MatMulManyAtLevel(level, &o, 1, x, n_tokens, pool);
     return;
   }

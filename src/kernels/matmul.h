@@ -49,8 +49,9 @@ struct MatMulOutput {
 inline constexpr int kMaxMatMulOutputs = 4;
 
 // MatMul of several matrices against the same x (e.g. the Q, K, V projections): one pool
-// dispatch with activations prepared once when they share dtype and cols (else one dispatch
-// each). Each y is bitwise what MatMul would write.
+// dispatch when they share cols and input permutation, whatever their dtypes (K-quant files mix
+// Q4_K and Q6_K in one layer), with activations prepared once per distinct activation layout
+// (else one dispatch each). Each y is bitwise what MatMul would write.
 void MatMulMany(std::initializer_list<MatMulOutput> outs, const float* x, int64_t n_tokens,
                 ThreadPool* pool);
 void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs, const float* x,

@@ -154,6 +154,60 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
   }
 }
 
+// One MatMulMany over matrices of different dtypes (llama.cpp's Q4_K_M mixes Q4_K and Q6_K in a
+// layer's q/k/v; with Q8_0, F16 and Q4_0 every activation layout is there: Q8_K, Q8 blocks of
+// 32 with distinct code offsets, floats) writes bitwise what one MatMul per matrix writes, at
+// every level, packed or not, with and without a pool, for decode and prefill token counts.
+TEST(MatMulDecodeTest, ManyOfMixedDtypesMatchesSeparateCalls) {
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  const int64_t cols = 512;
+  const std::vector<std::vector<DType>> mixes = {
+      {DType::kQ4_K, DType::kQ4_K, DType::kQ6_K},
+      {DType::kQ6_K, DType::kIQ4_XS, DType::kQ5_K, DType::kQ4_K},
+      {DType::kQ4_K, DType::kQ8_0, DType::kF16, DType::kQ4_0},
+      {DType::kQ4_1, DType::kQ4_0, DType::kQ5_0}};
+  for (const std::vector<DType>& mix : mixes) {
+    std::vector<OwnedWeights> owned;
+    const int64_t rows[] = {130, 32, 17, 64};
+    for (size_t i = 0; i < mix.size(); ++i) {
+      // QuantizeRow writes F16 / Q8_0 / Q4_0; the decode formats get random blocks.
+      const bool quantizable =
+          mix[i] == DType::kF16 || mix[i] == DType::kQ8_0 || mix[i] == DType::kQ4_0;
+      owned.push_back(quantizable ? testing_util::RandomWeights(rng, mix[i], rows[i], cols)
+                                  : RandomBlocks(rng, mix[i], rows[i], cols));
+    }
+    PackedWeights packed;
+    for (const OwnedWeights& o : owned) packed.Add(o.w);
+    for (int64_t n : {1, 3, 20}) {
+      const std::vector<float> x = RandomVector(rng, n * cols);
+      for (SimdLevel level : AvailableLevels()) {
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<std::vector<float>> ys(mix.size());
+          std::vector<MatMulOutput> outs;
+          for (size_t i = 0; i < mix.size(); ++i) {
+            ys[i].assign(n * rows[i], -12345.0f);
+            outs.push_back({&packed.Get(owned[i].w), ys[i].data()});
+          }
+          if (outs.size() == 3) {
+            MatMulManyAtLevel(level, {outs[0], outs[1], outs[2]}, x.data(), n, p);
+          } else {
+            MatMulManyAtLevel(level, {outs[0], outs[1], outs[2], outs[3]}, x.data(), n, p);
+          }
+          for (size_t i = 0; i < mix.size(); ++i) {
+            const std::vector<float> ref = RunAt(level, packed.Get(owned[i].w), x, n, nullptr);
+            for (int64_t j = 0; j < n * rows[i]; ++j) {
+              ASSERT_TRUE(SameBits(ys[i][j], ref[j]))
+                  << DTypeName(mix[i]) << " (matrix " << i << ") " << SimdLevelName(level) << " n "
+                  << n << " at " << j << ": " << ys[i][j] << " vs " << ref[j];
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Against float64 math over the reference dequantization and the unquantized activations:
 // rounding each activation block (32 or 256 elements) moves x by at most d_x / 2, so
 // |err| <= sum over blocks of d_x / 2 * sum |w| (2% slack) plus fp32 accumulation.

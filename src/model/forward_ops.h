@@ -33,8 +33,8 @@ class ForwardOps {
   // be x (in place).
   virtual void RmsNorm(const float* x, const float* weight, float eps, float* out, int64_t rows,
                        int64_t dim) = 0;
-  // y_i [rows][w_i.rows] = x [rows][cols] · w_iᵀ for 1..kMaxMatMulOutputs matrices of one dtype
-  // and width, sharing one pass over x.
+  // y_i [rows][w_i.rows] = x [rows][cols] · w_iᵀ for 1..kMaxMatMulOutputs matrices of one width
+  // (dtypes may differ), sharing one pass over x.
   virtual void MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) = 0;
   // x[r] += bias for `rows` rows of `dim` floats; bias [dim].
   virtual void AddBias(float* x, const float* bias, int64_t rows, int64_t dim) = 0;
