@@ -62,20 +62,30 @@ void CpuOps::RmsNorm(const float* x, const float* weight, float eps, float* out,
   RmsNormAtLevel(level_, x, weight, eps, out, rows, dim);
 }
 
+MatMulNext CpuOps::NoteMatMul(const WeightMatrix* first, int64_t total_rows) {
+  if (last_matmul_ != nullptr) next_matmul_[last_matmul_] = {first, total_rows};
+  last_matmul_ = first;
+  const auto it = next_matmul_.find(first);
+  return it == next_matmul_.end() ? MatMulNext{} : it->second;
+}
+
 void CpuOps::MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) {
   auto p = [&](size_t i) { return MatMulOutput{&packed_.Get(*outs[i].w), outs[i].y}; };
+  int64_t total_rows = 0;
+  for (const MatMulOutput& o : outs) total_rows += o.w->rows;
+  const MatMulNext next = NoteMatMul(p(0).w, total_rows);
   switch (outs.size()) {
     case 1:
-      MatMulAtLevel(level_, *p(0).w, x, rows, outs[0].y, pool_);
+      MatMulAtLevel(level_, *p(0).w, x, rows, outs[0].y, pool_, next);
       return;
     case 2:
-      MatMulManyAtLevel(level_, {p(0), p(1)}, x, rows, pool_);
+      MatMulManyAtLevel(level_, {p(0), p(1)}, x, rows, pool_, next);
       return;
     case 3:
-      MatMulManyAtLevel(level_, {p(0), p(1), p(2)}, x, rows, pool_);
+      MatMulManyAtLevel(level_, {p(0), p(1), p(2)}, x, rows, pool_, next);
       return;
     case 4:
-      MatMulManyAtLevel(level_, {p(0), p(1), p(2), p(3)}, x, rows, pool_);
+      MatMulManyAtLevel(level_, {p(0), p(1), p(2), p(3)}, x, rows, pool_, next);
       return;
   }
   CHECK(false) << "MatMul of " << outs.size() << " matrices";
@@ -219,7 +229,8 @@ void CpuOps::PagedAttention(int layer, const ForwardBatch& batch, const float* q
 void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, ForwardOutput* out) {
   out->vocab_size = static_cast<int32_t>(lm_head.rows);
   out->logits.resize(static_cast<size_t>(rows) * lm_head.rows);
-  MatMulAtLevel(level_, packed_.Get(lm_head), x, rows, out->logits.data(), pool_);
+  const WeightMatrix& w = packed_.Get(lm_head);
+  MatMulAtLevel(level_, w, x, rows, out->logits.data(), pool_, NoteMatMul(&w, w.rows));
 }
 
 KvLayerView CpuOps::LayerView(int layer) const {

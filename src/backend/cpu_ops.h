@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <unordered_map>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -86,6 +87,12 @@ class CpuOps : public ForwardOps {
   std::vector<float> moe_logits_, moe_weights_, moe_x_, moe_gate_, moe_up_, moe_y_;
   std::vector<int32_t> moe_ids_, moe_order_;
   std::vector<int64_t> moe_start_;
+  // The order of MatMul calls, learned as they come (a decode step repeats it): for the first
+  // (packed) matrix of a call, the call that followed it last time, so that idle threads can
+  // read ahead into it (MatMulNext).
+  MatMulNext NoteMatMul(const WeightMatrix* first, int64_t total_rows);
+  std::unordered_map<const WeightMatrix*, MatMulNext> next_matmul_;
+  const WeightMatrix* last_matmul_ = nullptr;
 };
 
 }  // namespace pagellm

@@ -103,5 +103,25 @@ TEST(ThreadPoolTest, AlternatingJobSizesNeverHangOrRepeat) {
   }
 }
 
+// With a read-ahead range (the caller's and the workers', here a buffer freed right after the
+// job, as a decode step's weights outlive it): every task still runs exactly once, jobs never
+// hang, and idle threads stop reading ahead when a new job comes. Prefetches have no effect
+// to check; ASan/TSan runs of this test check the range handling.
+TEST(ThreadPoolTest, ReadAheadKeepsJobsExact) {
+  ThreadPool pool(3);
+  std::vector<char> weights(1 << 20, 1);
+  for (int rep = 0; rep < 5000; ++rep) {
+    const int64_t n = 2 + rep % 13;
+    std::vector<int> hits(n, 0);
+    ReadAhead ra;
+    ra.caller = weights.data() + (rep % 5) * 4096;
+    ra.worker = rep % 3 == 0 ? nullptr : weights.data() + (1 << 19);
+    ra.bytes = (rep % 4) * 65536;
+    pool.Run(
+        n, [&](int64_t t, int) { ++hits[t]; }, ra);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "rep " << rep << " task " << i;
+  }
+}
+
 }  // namespace
 }  // namespace pagellm

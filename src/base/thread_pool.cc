@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <algorithm>
+
 #include "pagellm/check.h"
 
 namespace pagellm {
@@ -15,6 +17,14 @@ inline void CpuRelax() {
 #if defined(__x86_64__)
   __builtin_ia32_pause();
 #endif
+}
+
+// Read-ahead: cache lines prefetched between two checks of whether the wait is over.
+constexpr int64_t kReadAheadLinesPerCheck = 8;
+constexpr int64_t kLine = 64;
+
+inline void PrefetchLine(const char* p) {
+  __builtin_prefetch(p, 0, 3);
 }
 
 constexpr uint64_t Pack(uint64_t job, uint64_t index) {
@@ -72,12 +82,15 @@ void ThreadPool::DoTasks(uint64_t job, int thread_index) {
   }
 }
 
-void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx) {
+void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx, const ReadAhead& read_ahead) {
   CHECK_LT(num_tasks, int64_t{1} << 31);
   const uint64_t job = ++job_id_;
   fn_.store(fn, std::memory_order_relaxed);
   ctx_.store(ctx, std::memory_order_relaxed);
   num_tasks_.store(num_tasks, std::memory_order_relaxed);
+  read_ahead_.store(read_ahead.worker, std::memory_order_relaxed);
+  read_ahead_bytes_.store(read_ahead.worker != nullptr ? read_ahead.bytes : 0,
+                          std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   claim_.store(Pack(job, 0), std::memory_order_release);
   {
@@ -87,7 +100,14 @@ void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx) {
   cv_.notify_all();
   DoTasks(job, 0);
   // The caller never waits for a worker that has not started: it only waits for tasks that
-  // are already claimed and running.
+  // are already claimed and running. Meanwhile it reads ahead, if asked to.
+  if (read_ahead.caller != nullptr) {
+    const char* p = static_cast<const char*>(read_ahead.caller);
+    const char* end = p + read_ahead.bytes;
+    while (p < end && done_.load(std::memory_order_acquire) != num_tasks) {
+      for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine) PrefetchLine(p);
+    }
+  }
   for (int spins = 0; done_.load(std::memory_order_acquire) != num_tasks; ++spins) {
     if (spins < kSpinIterations) {
       CpuRelax();
@@ -119,6 +139,21 @@ void ThreadPool::WorkerLoop(int thread_index) {
     seen = generation_.load(std::memory_order_acquire);
     if (stop_.load()) return;
     DoTasks(JobOf(claim_.load(std::memory_order_acquire)), thread_index);
+    WorkerReadAhead(thread_index, seen);
+  }
+}
+
+void ThreadPool::WorkerReadAhead(int thread_index, uint64_t seen_generation) {
+  const char* base = static_cast<const char*>(read_ahead_.load(std::memory_order_relaxed));
+  const int64_t bytes = read_ahead_bytes_.load(std::memory_order_relaxed);
+  if (base == nullptr || bytes <= 0) return;
+  // Worker i of n - 1 takes the i-th share, whole lines.
+  const int64_t workers = num_threads_ - 1;
+  const int64_t share = (bytes / workers + kLine - 1) / kLine * kLine;
+  const char* p = base + (thread_index - 1) * share;
+  const char* end = base + std::min(bytes, thread_index * share);
+  while (p < end && generation_.load(std::memory_order_acquire) == seen_generation) {
+    for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine) PrefetchLine(p);
   }
 }
 

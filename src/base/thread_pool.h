@@ -15,6 +15,17 @@
 
 namespace pagellm {
 
+// Bytes a thread that has run out of tasks may prefetch while it waits (the reads the caller
+// expects to come next, e.g. the start of the next matrix of a decode step): the calling
+// thread, waiting for the job's last tasks, reads ahead from `caller`; the workers, waiting for
+// the next job, split [worker, worker + bytes). Either may be null. A hint only: prefetches
+// never fault and change no result; each thread stops as soon as its wait ends.
+struct ReadAhead {
+  const void* caller = nullptr;
+  const void* worker = nullptr;
+  int64_t bytes = 0;
+};
+
 class ThreadPool {
  public:
   // num_threads <= 0 means all hardware threads available to the process.
@@ -28,14 +39,15 @@ class ThreadPool {
   // Calls fn(task, thread) for task in [0, num_tasks), spread over the threads; returns when
   // all are done. `thread` is in [0, num_threads) and unique among concurrently running calls
   // (for per-thread scratch). fn must not call back into the pool.
+  // With `read_ahead`, threads that run out of tasks prefetch its ranges while they wait.
   template <typename Fn>
-  void Run(int64_t num_tasks, Fn&& fn) {
+  void Run(int64_t num_tasks, Fn&& fn, const ReadAhead& read_ahead = {}) {
     if (num_tasks <= 0) return;
     if (num_threads_ == 1 || num_tasks == 1) {
       for (int64_t t = 0; t < num_tasks; ++t) fn(t, 0);
       return;
     }
-    RunImpl(num_tasks, &Trampoline<std::remove_reference_t<Fn>>, &fn);
+    RunImpl(num_tasks, &Trampoline<std::remove_reference_t<Fn>>, &fn, read_ahead);
   }
 
   // Splits [0, n) into contiguous ranges of at least `grain` elements, one per task, and calls
@@ -63,7 +75,9 @@ class ThreadPool {
   static void Trampoline(void* ctx, int64_t task, int thread) {
     (*static_cast<F*>(ctx))(task, thread);
   }
-  void RunImpl(int64_t num_tasks, TaskFn fn, void* ctx);
+  void RunImpl(int64_t num_tasks, TaskFn fn, void* ctx, const ReadAhead& read_ahead);
+  // Prefetches the worker's share of the current read-ahead range until a new job is posted.
+  void WorkerReadAhead(int thread_index, uint64_t seen_generation);
   void WorkerLoop(int thread_index);
   void DoTasks(uint64_t job, int thread_index);
 
@@ -83,6 +97,10 @@ class ThreadPool {
   std::atomic<TaskFn> fn_{nullptr};
   std::atomic<void*> ctx_{nullptr};
   std::atomic<int64_t> num_tasks_{0};
+  // The workers' read-ahead range of the current job (ReadAhead::worker, bytes); atomic for the
+  // same reason as num_tasks_ (a stale pair only prefetches the wrong lines).
+  std::atomic<const void*> read_ahead_{nullptr};
+  std::atomic<int64_t> read_ahead_bytes_{0};
 };
 
 }  // namespace pagellm

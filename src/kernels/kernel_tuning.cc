@@ -44,6 +44,12 @@ KernelTuning KernelTuningFor(CpuMicroarch microarch) {
       // 54.7-64.8, Q4_K_M 64.4-72.5 vs 59.8-59.9, Q5_K_M 37.0-63.0 vs 35.8-58.8. Q4_0 groups
       // measure better at 64 KiB (67.9-68.0 vs 63.5-64.0 t/s), so quant_prefetch stays.
       t.kquant_prefetch_bytes = 16384;
+      // Threads that wait at a decode MatMul's end read 256 KiB ahead into the next call's
+      // quantized matrix (docs/BENCHMARKS.md, "Zen 5 ... idle read-ahead", 2026-12-04): tg64 on
+      // 2 threads, same binary, alternating, bus 49-79 GB/s: Qwen2.5-1.5B Q4_K_M +1.3% (5 of 6
+      // rounds faster, -0.2..+2.0%), Llama-3.2-1B Q4_K_M +2.2% (3 of 4), Q4_0 within noise;
+      // 64 KiB, 128 KiB and 1 MiB were no better.
+      t.idle_read_ahead_bytes = 262144;
       break;
     case CpuMicroarch::kOther:
     case CpuMicroarch::kIntelAvx512:
@@ -92,10 +98,12 @@ StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning t, std::string_vi
       t.f16_prefetch_bytes = value;
     } else if (key == "row_prefetch") {
       t.row_prefetch_bytes = value;
+    } else if (key == "idle_read_ahead") {
+      t.idle_read_ahead_bytes = value;
     } else {
       return InvalidArgumentError(fmt::format(
           "kernel tuning '{}': unknown key (quant_prefetch, quant_prefetch_l2, kquant_prefetch, "
-          "q8_0_prefetch, f16_prefetch, row_prefetch, attention_run_floats)",
+          "q8_0_prefetch, f16_prefetch, row_prefetch, attention_run_floats, idle_read_ahead)",
           item));
     }
   }
@@ -121,9 +129,10 @@ const KernelTuning& GetKernelTuning() {
 std::string KernelTuningString(const KernelTuning& t) {
   return fmt::format(
       "quant_prefetch={} quant_prefetch_l2={} kquant_prefetch={} q8_0_prefetch={} "
-      "f16_prefetch={} row_prefetch={} attention_run_floats={}",
+      "f16_prefetch={} row_prefetch={} attention_run_floats={} idle_read_ahead={}",
       t.quant_prefetch_bytes, t.quant_prefetch_l2 ? 1 : 0, t.kquant_prefetch_bytes,
-      t.q8_0_prefetch_bytes, t.f16_prefetch_bytes, t.row_prefetch_bytes, t.attention_run_floats);
+      t.q8_0_prefetch_bytes, t.f16_prefetch_bytes, t.row_prefetch_bytes, t.attention_run_floats,
+      t.idle_read_ahead_bytes);
 }
 
 }  // namespace pagellm

@@ -42,20 +42,26 @@ struct KernelTuning {
   // (paged_attention.cc; at most kMaxQueryRun tokens). Output-neutral: every query runs the
   // same operations in the same order whatever its run.
   int64_t attention_run_floats = 32768;
+  // Decode (batches of at most 16 tokens) of quantized weights: bytes of the next matrix that a
+  // thread with no task left prefetches while it waits at a MatMul's end (ThreadPool ReadAhead):
+  // the caller, waiting for the last tasks, the start of the next call's first task; a worker,
+  // waiting for the next call, the start of the task it usually claims first. Each stops when its
+  // wait ends.
+  int64_t idle_read_ahead_bytes = 0;
 };
 
 // The table row of a microarchitecture.
 KernelTuning KernelTuningFor(CpuMicroarch microarch);
 // `base` with the comma-separated key=value pairs of `overrides` applied (keys: quant_prefetch,
-// kquant_prefetch, q8_0_prefetch, f16_prefetch, row_prefetch: bytes, multiples of 64 in
-// [0, 1 MiB];
+// kquant_prefetch, q8_0_prefetch, f16_prefetch, row_prefetch, idle_read_ahead: bytes, multiples
+// of 64 in [0, 1 MiB];
 // quant_prefetch_l2: 0 or 1).
 StatusOr<KernelTuning> ApplyKernelTuningOverrides(KernelTuning base, std::string_view overrides);
 // This machine's: its microarch's row, then PAGELLM_KERNEL_TUNING (a malformed value is
 // reported once and ignored).
 const KernelTuning& GetKernelTuning();
 // "quant_prefetch=65536 quant_prefetch_l2=0 kquant_prefetch=65536 q8_0_prefetch=65536
-// f16_prefetch=65536 row_prefetch=4096 attention_run_floats=32768".
+// f16_prefetch=65536 row_prefetch=4096 attention_run_floats=32768 idle_read_ahead=0".
 std::string KernelTuningString(const KernelTuning& t);
 
 }  // namespace pagellm

@@ -19,7 +19,11 @@ TEST(KernelTuning, OverridesReplaceSingleValues) {
           std::to_string(base.kquant_prefetch_bytes) +
           " q8_0_prefetch=" + std::to_string(base.q8_0_prefetch_bytes) +
           " f16_prefetch=" + std::to_string(base.f16_prefetch_bytes) +
-          " row_prefetch=0 attention_run_floats=" + std::to_string(base.attention_run_floats));
+          " row_prefetch=0 attention_run_floats=" + std::to_string(base.attention_run_floats) +
+          " idle_read_ahead=" + std::to_string(base.idle_read_ahead_bytes));
+  auto ra = ApplyKernelTuningOverrides(base, "idle_read_ahead=131072");
+  ASSERT_TRUE(ra.ok()) << ra.status().ToString();
+  EXPECT_EQ(ra->idle_read_ahead_bytes, 131072);
   auto q8 = ApplyKernelTuningOverrides(base, "q8_0_prefetch=131072");
   ASSERT_TRUE(q8.ok()) << q8.status().ToString();
   EXPECT_EQ(q8->q8_0_prefetch_bytes, 131072);
@@ -42,7 +46,7 @@ TEST(KernelTuning, RejectsMalformedOverrides) {
        {"quant_prefetch", "quant_prefetch=", "quant_prefetch=100", "quant_prefetch=-64",
         "quant_prefetch=2097152", "prefetch=64", "f16_prefetch=64k", "quant_prefetch_l2=2",
         "quant_prefetch_l2=yes", "attention_run_floats=0", "attention_run_floats=2097152",
-        "kquant_prefetch=32", "kquant_prefetch=-1"}) {
+        "kquant_prefetch=32", "kquant_prefetch=-1", "idle_read_ahead=100"}) {
     auto t = ApplyKernelTuningOverrides(base, bad);
     EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument) << bad;
   }
@@ -60,7 +64,8 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
                             ",q8_0_prefetch=" + std::to_string(t.q8_0_prefetch_bytes) +
                             ",f16_prefetch=" + std::to_string(t.f16_prefetch_bytes) +
                             ",row_prefetch=" + std::to_string(t.row_prefetch_bytes) +
-                            ",attention_run_floats=" + std::to_string(t.attention_run_floats));
+                            ",attention_run_floats=" + std::to_string(t.attention_run_floats) +
+                            ",idle_read_ahead=" + std::to_string(t.idle_read_ahead_bytes));
     ASSERT_TRUE(same.ok()) << CpuMicroarchName(m) << ": " << same.status().ToString();
     EXPECT_EQ(KernelTuningString(*same), KernelTuningString(t)) << CpuMicroarchName(m);
     EXPECT_GT(t.quant_prefetch_bytes, 0) << CpuMicroarchName(m);
@@ -73,6 +78,9 @@ TEST(KernelTuning, EveryMicroarchHasAValidRow) {
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).q8_0_prefetch_bytes, 0);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).q8_0_prefetch_bytes, 65536);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kIntelAvx512).f16_prefetch_bytes, 65536);
+  // Idle threads read ahead into the next decode matrix on Zen 5 only (measured there).
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).idle_read_ahead_bytes, 262144);
+  EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).idle_read_ahead_bytes, 0);
   // Zen 5's K-quant super-blocks 16 KiB ahead, the other rows at the Q4_0 distance.
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen5).kquant_prefetch_bytes, 16384);
   EXPECT_EQ(KernelTuningFor(CpuMicroarch::kZen4).kquant_prefetch_bytes,

@@ -41,6 +41,17 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool* pool);
 
+// The MatMul call expected after this one (a decode step repeats its order of calls): its first
+// matrix and the rows of all its matrices. With KernelTuning::idle_read_ahead_bytes, threads
+// that run out of tasks prefetch where that call's first tasks start (ThreadPool ReadAhead);
+// results never depend on it.
+struct MatMulNext {
+  const WeightMatrix* first = nullptr;
+  int64_t total_rows = 0;
+};
+void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
+                   float* y, ThreadPool* pool, const MatMulNext& next);
+
 // One matrix of a MatMulMany call and its output y: [n_tokens][w->rows].
 struct MatMulOutput {
   const WeightMatrix* w = nullptr;
@@ -55,7 +66,7 @@ inline constexpr int kMaxMatMulOutputs = 4;
 void MatMulMany(std::initializer_list<MatMulOutput> outs, const float* x, int64_t n_tokens,
                 ThreadPool* pool);
 void MatMulManyAtLevel(SimdLevel level, std::initializer_list<MatMulOutput> outs, const float* x,
-                       int64_t n_tokens, ThreadPool* pool);
+                       int64_t n_tokens, ThreadPool* pool, const MatMulNext& next = {});
 
 // True if MatMul supports `t` as a weight type (F32, F16, BF16, Q8_0, Q4_0).
 bool IsMatMulWeightType(DType t);
