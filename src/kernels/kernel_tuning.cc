@@ -47,8 +47,9 @@ KernelTuning KernelTuningFor(CpuMicroarch microarch) {
       // Threads that wait at a decode MatMul's end read 256 KiB ahead into the next call's
       // quantized matrix (docs/BENCHMARKS.md, "Zen 5 ... idle read-ahead", 2026-12-04): tg64 on
       // 2 threads, same binary, alternating, bus 49-79 GB/s: Qwen2.5-1.5B Q4_K_M +1.3% (5 of 6
-      // rounds faster, -0.2..+2.0%), Llama-3.2-1B Q4_K_M +2.2% (3 of 4), Q4_0 within noise;
-      // 64 KiB, 128 KiB and 1 MiB were no better.
+      // rounds faster, -0.2..+2.0%), Llama-3.2-1B Q4_K_M +2.2% (3 of 4); 64 KiB, 128 KiB and
+      // 1 MiB were no better. Packed Q4_0 groups measured 5-6% slower with it in quiet minutes
+      // and F16 1-3% slower, so only the decode-kernel formats read ahead (matmul.cc).
       t.idle_read_ahead_bytes = 262144;
       break;
     case CpuMicroarch::kOther:

@@ -42,11 +42,11 @@ struct KernelTuning {
   // (paged_attention.cc; at most kMaxQueryRun tokens). Output-neutral: every query runs the
   // same operations in the same order whatever its run.
   int64_t attention_run_floats = 32768;
-  // Decode (batches of at most 16 tokens) of quantized weights: bytes of the next matrix that a
-  // thread with no task left prefetches while it waits at a MatMul's end (ThreadPool ReadAhead):
-  // the caller, waiting for the last tasks, the start of the next call's first task; a worker,
-  // waiting for the next call, the start of the task it usually claims first. Each stops when its
-  // wait ends.
+  // Decode (batches of at most 16 tokens) of K-quant / IQ4_XS / Q4_1 / Q5_0 / Q5_1 weights (the
+  // decode-kernel formats): bytes of the next matrix that a thread with no task left prefetches
+  // while it waits at a MatMul's end (ThreadPool ReadAhead): the caller, waiting for the last
+  // tasks, the start of the next call's first task; a worker, waiting for the next call, the start
+  // of the task it usually claims first. Each stops when its wait ends.
   int64_t idle_read_ahead_bytes = 0;
 };
 

@@ -166,13 +166,14 @@ namespace {
 // Where the next call's first tasks start (see the guided split below): the caller claims task
 // 0 at the first row of next.first; a worker, woken a moment later, usually task 1, about
 // 1 / (kGuidedShare * threads) of the next call's rows further. Decode only (prefill is bound
-// by arithmetic), quantized weights only, and only with the read-ahead tuned on.
+// by arithmetic), the decode-kernel formats only, and only with the read-ahead tuned on.
 ReadAhead DecodeReadAhead(const MatMulNext& next, int64_t n_tokens, int threads) {
   const int64_t bytes = GetKernelTuning().idle_read_ahead_bytes;
   if (next.first == nullptr || bytes == 0 || n_tokens > kGuidedMaxTokens || threads < 2) return {};
   const WeightMatrix& w = *next.first;
-  // Quantized streams only: F16 / BF16 decode measured 1-3% slower with it (Zen 5, busy bus).
-  if (GetWeightFormat(w.dtype).matmul == MatMulFamily::kFloat) return {};
+  // The decode-kernel formats only (K-quants, IQ4_XS, Q4_1, Q5_0/1): F16 decode measured 1-3%
+  // slower with it (Zen 5, busy bus), packed Q4_0 groups 5-6% slower in quiet minutes.
+  if (GetWeightFormat(w.dtype).matmul != MatMulFamily::kInt8Decode) return {};
   const uint8_t* stream = w.packed != nullptr ? w.packed : w.data;
   if (stream == nullptr || w.rows == 0) return {};
   const int64_t first_task_rows = std::min(w.rows, next.total_rows / (kGuidedShare * threads));
