@@ -101,7 +101,7 @@ void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx, const ReadAhea
   DoTasks(job, 0);
   // The caller never waits for a worker that has not started: it only waits for tasks that
   // are already claimed and running. Meanwhile it reads ahead, if asked to.
-  if (read_ahead.caller != nullptr) {
+  if (read_ahead.caller != nullptr && read_ahead.bytes > 0) {
     const char* p = static_cast<const char*>(read_ahead.caller);
     const char* end = p + read_ahead.bytes;
     while (p < end && done_.load(std::memory_order_acquire) != num_tasks) {
@@ -150,7 +150,7 @@ void ThreadPool::WorkerReadAhead(int thread_index, uint64_t seen_generation) {
   // Worker i of n - 1 takes the i-th share, whole lines.
   const int64_t workers = num_threads_ - 1;
   const int64_t share = (bytes / workers + kLine - 1) / kLine * kLine;
-  const char* p = base + (thread_index - 1) * share;
+  const char* p = base + std::min(bytes, (thread_index - 1) * share);
   const char* end = base + std::min(bytes, thread_index * share);
   while (p < end && generation_.load(std::memory_order_acquire) == seen_generation) {
     for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine) PrefetchLine(p);

@@ -180,8 +180,12 @@ ReadAhead DecodeReadAhead(const MatMulNext& next, int64_t n_tokens, int threads)
   const int64_t worker_offset = first_task_rows * w.row_bytes() / 64 * 64;
   ReadAhead r;
   r.caller = stream;
-  r.worker = worker_offset > 0 && worker_offset < w.nbytes() ? stream + worker_offset : nullptr;
-  r.bytes = std::min({bytes, std::max<int64_t>(worker_offset, 64), w.nbytes() - worker_offset});
+  r.bytes = std::min(bytes, w.nbytes());
+  if (worker_offset > 0 && worker_offset < w.nbytes()) {
+    // Neither range runs past the first task's rows (the caller's) or the matrix (the worker's).
+    r.worker = stream + worker_offset;
+    r.bytes = std::min({r.bytes, worker_offset, w.nbytes() - worker_offset});
+  }
   return r;
 }
 
