@@ -2,7 +2,7 @@
 # ThreadSanitizer check run by scripts/test.sh (so by CI): builds the base and engine modules'
 # tests with -fsanitize=thread into ./build-tsan and runs them; any report fails the run.
 #  - test_base: the thread pool's stress tests (20,000 jobs of alternating sizes on 3 threads,
-#    ParallelFor over 1-3 threads);
+#    ParallelFor over 1-3 threads, 5,000 jobs with idle threads reading ahead);
 #  - test_engine: the engine loop's stress tests (AsyncEngineStressTest: 6 client threads
 #    submitting, streaming and aborting 240 requests while another reads stats and resets the
 #    prefix cache; shutdown racing submissions), over a scripted backend.

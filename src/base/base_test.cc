@@ -103,10 +103,10 @@ TEST(ThreadPoolTest, AlternatingJobSizesNeverHangOrRepeat) {
   }
 }
 
-// With a read-ahead range (the caller's and the workers', here a buffer freed right after the
-// job, as a decode step's weights outlive it): every task still runs exactly once, jobs never
-// hang, and idle threads stop reading ahead when a new job comes. Prefetches have no effect
-// to check; ASan/TSan runs of this test check the range handling.
+// With read-ahead ranges (the caller's and the workers', in a buffer that outlives the jobs as
+// a model's weights do; some jobs without a worker range or with no bytes): every task still
+// runs exactly once and jobs never hang while idle threads read ahead and stop when a new job
+// comes. Prefetches have no effect to check; the TSan stage runs this test too.
 TEST(ThreadPoolTest, ReadAheadKeepsJobsExact) {
   ThreadPool pool(3);
   std::vector<char> weights(1 << 20, 1);
