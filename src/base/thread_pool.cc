@@ -23,8 +23,13 @@ inline void CpuRelax() {
 constexpr int64_t kReadAheadLinesPerCheck = 8;
 constexpr int64_t kLine = 64;
 
-inline void PrefetchLine(const char* p) {
-  __builtin_prefetch(p, 0, 3);
+// Prefetches the lines of [p, end) while waiting() holds, checking it every few lines.
+template <typename Waiting>
+void PrefetchWhile(const char* p, const char* end, Waiting waiting) {
+  while (p < end && waiting()) {
+    for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine)
+      __builtin_prefetch(p, 0, 3);
+  }
 }
 
 constexpr uint64_t Pack(uint64_t job, uint64_t index) {
@@ -89,8 +94,7 @@ void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx, const ReadAhea
   ctx_.store(ctx, std::memory_order_relaxed);
   num_tasks_.store(num_tasks, std::memory_order_relaxed);
   read_ahead_.store(read_ahead.worker, std::memory_order_relaxed);
-  read_ahead_bytes_.store(read_ahead.worker != nullptr ? read_ahead.bytes : 0,
-                          std::memory_order_relaxed);
+  read_ahead_bytes_.store(read_ahead.bytes, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
   claim_.store(Pack(job, 0), std::memory_order_release);
   {
@@ -103,10 +107,8 @@ void ThreadPool::RunImpl(int64_t num_tasks, TaskFn fn, void* ctx, const ReadAhea
   // are already claimed and running. Meanwhile it reads ahead, if asked to.
   if (read_ahead.caller != nullptr && read_ahead.bytes > 0) {
     const char* p = static_cast<const char*>(read_ahead.caller);
-    const char* end = p + read_ahead.bytes;
-    while (p < end && done_.load(std::memory_order_acquire) != num_tasks) {
-      for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine) PrefetchLine(p);
-    }
+    PrefetchWhile(p, p + read_ahead.bytes,
+                  [&] { return done_.load(std::memory_order_acquire) != num_tasks; });
   }
   for (int spins = 0; done_.load(std::memory_order_acquire) != num_tasks; ++spins) {
     if (spins < kSpinIterations) {
@@ -150,11 +152,9 @@ void ThreadPool::WorkerReadAhead(int thread_index, uint64_t seen_generation) {
   // Worker i of n - 1 takes the i-th share, whole lines.
   const int64_t workers = num_threads_ - 1;
   const int64_t share = (bytes / workers + kLine - 1) / kLine * kLine;
-  const char* p = base + std::min(bytes, (thread_index - 1) * share);
-  const char* end = base + std::min(bytes, thread_index * share);
-  while (p < end && generation_.load(std::memory_order_acquire) == seen_generation) {
-    for (int64_t i = 0; i < kReadAheadLinesPerCheck && p < end; ++i, p += kLine) PrefetchLine(p);
-  }
+  PrefetchWhile(base + std::min(bytes, (thread_index - 1) * share),
+                base + std::min(bytes, thread_index * share),
+                [&] { return generation_.load(std::memory_order_acquire) == seen_generation; });
 }
 
 }  // namespace pagellm

@@ -238,11 +238,13 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   Plan plans[kMaxMatMulOutputs];
   int64_t act_bytes[kMaxMatMulOutputs];
   int64_t act_offset[kMaxMatMulOutputs];  // bytes into the scratch of its [n_tokens] rows
+  bool writes_acts[kMaxMatMulOutputs];    // the first matrix of its layout prepares it
   int64_t quant_bytes = 0;                // all distinct quantized layouts, n_tokens rows each
   for (int i = 0; i < num_outs; ++i) {
     const WeightFormat& f = *formats[i];
     plans[i] = MakePlan(level, f);
     act_offset[i] = -1;
+    writes_acts[i] = false;
     if (f.matmul == MatMulFamily::kFloat) {
       act_bytes[i] = cols * static_cast<int64_t>(sizeof(float));
       continue;
@@ -259,6 +261,7 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     }
     if (act_offset[i] < 0) {
       act_offset[i] = quant_bytes;
+      writes_acts[i] = true;
       quant_bytes += (n_tokens * act_bytes[i] + 63) / 64 * 64;
     }
   }
@@ -273,9 +276,7 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     uint8_t* qx = ActivationScratch(quant_bytes);
     auto prepare = [&](int64_t t0, int64_t t1) {
       for (int i = 0; i < num_outs; ++i) {
-        bool first = plans[i].prepare != nullptr;
-        for (int j = 0; j < i && first; ++j) first = act_offset[j] != act_offset[i];
-        if (!first) continue;
+        if (!writes_acts[i]) continue;
         for (int64_t t = t0; t < t1; ++t) {
           plans[i].prepare(formats[i]->act_code_offset, x + t * cols, cols,
                            qx + act_offset[i] + t * act_bytes[i]);
@@ -358,11 +359,6 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
 }
 
 }  // namespace
-
-void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
-                   float* y, ThreadPool* pool) {
-  MatMulAtLevel(level, w, x, n_tokens, y, pool, MatMulNext{});
-}
 
 void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
                    float* y, ThreadPool* pool, const MatMulNext& next) {

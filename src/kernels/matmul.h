@@ -36,11 +36,6 @@ namespace pagellm {
 // pool may be null (runs on the calling thread). Uses ActiveSimdLevel(). y must not alias x.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
-// As MatMul at an explicit SIMD level (for tests and benchmarks); CHECK-fails if the CPU lacks
-// the level's instructions.
-void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
-                   float* y, ThreadPool* pool);
-
 // The MatMul call expected after this one (a decode step repeats its order of calls): its first
 // matrix and the rows of all its matrices. With KernelTuning::idle_read_ahead_bytes, threads
 // that run out of tasks prefetch where that call's first tasks start (ThreadPool ReadAhead);
@@ -49,8 +44,11 @@ struct MatMulNext {
   const WeightMatrix* first = nullptr;
   int64_t total_rows = 0;
 };
+
+// As MatMul at an explicit SIMD level (for tests and benchmarks); CHECK-fails if the CPU lacks
+// the level's instructions.
 void MatMulAtLevel(SimdLevel level, const WeightMatrix& w, const float* x, int64_t n_tokens,
-                   float* y, ThreadPool* pool, const MatMulNext& next);
+                   float* y, ThreadPool* pool, const MatMulNext& next = {});
 
 // One matrix of a MatMulMany call and its output y: [n_tokens][w->rows].
 struct MatMulOutput {
