@@ -28,16 +28,19 @@ CpuOps::CpuOps(const LoadedModel& model, ThreadPool* pool, int max_positions, Si
   attn_shape_.assign(config_.num_layers, shape);
   for (int l = 0; l < config_.num_layers; ++l)
     attn_shape_[l].sliding_window = config_.LayerWindow(l);
+  // In the order a decode step reads them (one arena, PackedWeights).
+  std::vector<const WeightMatrix*> matrices;
   for (const LayerWeights& l : model.weights.layers) {
     for (const WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-      packed_.Add(*w, pool);
-    const MoeWeights& m = l.moe;  // empty in dense layers (Add skips empty matrices)
+      matrices.push_back(w);
+    const MoeWeights& m = l.moe;  // empty in dense layers (AddAll skips empty matrices)
     for (const WeightMatrix* w : {&m.router, &m.shared_gate, &m.shared_up, &m.shared_down})
-      packed_.Add(*w, pool);
+      matrices.push_back(w);
     for (const auto* experts : {&m.gate, &m.up, &m.down})
-      for (const WeightMatrix& w : *experts) packed_.Add(w, pool);
+      for (const WeightMatrix& w : *experts) matrices.push_back(&w);
   }
-  packed_.Add(model.weights.lm_head, pool);
+  matrices.push_back(&model.weights.lm_head);
+  packed_.AddAll(matrices, pool);
 }
 
 void CpuOps::BindKvCache(KvCacheStorage* kv) {

@@ -421,6 +421,55 @@ TEST(MatMulTest, PackedWeightsBitwiseIdentical) {
   ASSERT_EQ(0, std::memcmp(ref.data(), y.data(), ref.size() * sizeof(float)));
 }
 
+// One AddAll() lays every copy out in one arena, in the order given, each at a 64-byte offset
+// right after the previous one; a tied repeat and empty matrices take no space; each copy's
+// MatMul equals that of a copy made alone, bit for bit.
+TEST(MatMulTest, PackedWeightsShareOneArenaInOrder) {
+  std::mt19937 rng(23);
+  ThreadPool pool(2);
+  std::vector<OwnedWeights> owned;
+  owned.push_back(RandomWeights(rng, DType::kQ4_K, 40, 512));
+  owned.push_back(RandomWeights(rng, DType::kQ8_0, 17, 96));
+  owned.push_back(RandomWeights(rng, DType::kQ6_K, 33, 256));
+  owned.push_back(RandomWeights(rng, DType::kF16, 5, 100));
+  owned.push_back(RandomWeights(rng, DType::kBF16, 3, 64));
+  owned.push_back(RandomWeights(rng, DType::kQ4_0, 64, 2048));
+  const WeightMatrix empty;
+  std::vector<const WeightMatrix*> order;
+  for (const OwnedWeights& o : owned) order.push_back(&o.w);
+  order.insert(order.begin() + 2, &empty);
+  order.push_back(&owned[0].w);  // tied: shares the first copy
+  PackedWeights arena;
+  arena.AddAll(order, &pool);
+  const uint8_t* prev_end = nullptr;
+  int64_t bytes = 0;
+  for (const OwnedWeights& o : owned) {
+    const WeightMatrix& c = arena.Get(o.w);
+    const uint8_t* p = c.packed != nullptr ? c.packed : c.data;
+    const bool copied = c.packed != nullptr || c.data != o.w.data;
+    if (!copied) continue;  // no packed layout here and PAGELLM_HUGE_PAGES=0
+    const WeightFormat& f = GetWeightFormat(o.w.dtype);
+    const int64_t n = c.packed != nullptr ? f.packed_bytes(o.w.rows, o.w.cols) : o.w.nbytes();
+    SCOPED_TRACE(DTypeName(o.w.dtype));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    if (prev_end != nullptr) {
+      EXPECT_EQ(p, prev_end);
+    }
+    prev_end = p + (n + 63) / 64 * 64;
+    bytes += n;
+    PackedWeights alone;
+    alone.Add(o.w);
+    const std::vector<float> x = RandomVector(rng, 3 * o.w.cols);
+    const std::vector<float> want = RunMatMul(ActiveSimdLevel(), alone.Get(o.w), x, 3, &pool);
+    const std::vector<float> got = RunMatMul(ActiveSimdLevel(), c, x, 3, &pool);
+    ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)));
+  }
+  EXPECT_EQ(arena.bytes(), bytes);
+  // Adding them again copies nothing more.
+  arena.AddAll(order, &pool);
+  EXPECT_EQ(arena.bytes(), bytes);
+}
+
 // F16 weights in the lane layout (16 rows in the lanes) give the row-major AVX-512 kernels'
 // results bit for bit: decode (1-4 tokens, every residue-pass width), prefill, cols that are
 // not a multiple of 16 or of the 512 chunk, ragged last groups, any thread split; each token

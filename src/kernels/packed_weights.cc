@@ -135,34 +135,51 @@ void PackQ4ZWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
   });
 }
 
-void PackedWeights::Add(const WeightMatrix& w, ThreadPool* pool) {
-  if (w.data == nullptr || w.rows == 0) return;
-  if (map_.count(w.data) != 0) return;  // tied matrices share one copy
-  const bool packs = MatMulUsesPackedWeights(w.dtype);
-  if (!packs && !HugePagesEnabled()) return;
-  const WeightFormat& f = GetWeightFormat(w.dtype);
-  // The packed copy, or a plain copy of the rows moved onto huge pages.
-  const int64_t bytes = packs ? f.packed_bytes(w.rows, w.cols) : w.nbytes();
-  HugePageBuffer buf(static_cast<size_t>(bytes));
-  CHECK(buf.data() != nullptr) << "out of memory copying " << bytes << " bytes of weights";
-  WeightMatrix pw = w;
-  if (packs) {
-    f.pack(w, buf.data(), pool);
-    pw.packed = buf.data();
-  } else {
-    const int64_t row_bytes = w.row_bytes();
-    ForRanges(pool, w.rows, 64, [&](int64_t r0, int64_t r1) {
-      std::memcpy(buf.data() + r0 * row_bytes, w.row(r0),
-                  static_cast<size_t>((r1 - r0) * row_bytes));
-    });
-    pw.data = buf.data();
+void PackedWeights::AddAll(const std::vector<const WeightMatrix*>& ws, ThreadPool* pool) {
+  // The arena's layout: each matrix to copy at a 64-byte offset (the kernels' aligned loads).
+  struct Slot {
+    const WeightMatrix* w;
+    bool packs;
+    int64_t offset, bytes;
+  };
+  std::vector<Slot> slots;
+  std::unordered_map<const uint8_t*, bool> seen;
+  int64_t total = 0;
+  for (const WeightMatrix* w : ws) {
+    if (w->data == nullptr || w->rows == 0) continue;
+    if (map_.count(w->data) != 0 || !seen.emplace(w->data, true).second) continue;  // tied
+    const bool packs = MatMulUsesPackedWeights(w->dtype);
+    if (!packs && !HugePagesEnabled()) continue;
+    const WeightFormat& f = GetWeightFormat(w->dtype);
+    // The packed copy, or a plain copy of the rows moved onto huge pages.
+    const int64_t bytes = packs ? f.packed_bytes(w->rows, w->cols) : w->nbytes();
+    slots.push_back({w, packs, total, bytes});
+    total += (bytes + 63) / 64 * 64;
+  }
+  if (slots.empty()) return;
+  HugePageBuffer buf(static_cast<size_t>(total));
+  CHECK(buf.data() != nullptr) << "out of memory copying " << total << " bytes of weights";
+  for (const Slot& s : slots) {
+    const WeightMatrix& w = *s.w;
+    uint8_t* dst = buf.data() + s.offset;
+    WeightMatrix pw = w;
+    if (s.packs) {
+      GetWeightFormat(w.dtype).pack(w, dst, pool);
+      pw.packed = dst;
+    } else {
+      const int64_t row_bytes = w.row_bytes();
+      ForRanges(pool, w.rows, 64, [&](int64_t r0, int64_t r1) {
+        std::memcpy(dst + r0 * row_bytes, w.row(r0), static_cast<size_t>((r1 - r0) * row_bytes));
+      });
+      pw.data = dst;
+    }
+    // The kernels never read the original again; the loader's file pages can go (resident
+    // memory stays at one copy of the weights; a tied embedding refaults the rows it looks up).
+    ReleasePages(w.data, static_cast<size_t>(w.nbytes()));
+    bytes_ += s.bytes;
+    map_.emplace(w.data, pw);
   }
   buffers_.push_back(std::move(buf));
-  // The kernels never read the original again; the loader's file pages can go (resident
-  // memory stays at one copy of the weights; a tied embedding refaults the rows it looks up).
-  ReleasePages(w.data, static_cast<size_t>(w.nbytes()));
-  bytes_ += bytes;
-  map_.emplace(w.data, pw);
 }
 
 }  // namespace pagellm
