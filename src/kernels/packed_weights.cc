@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <unordered_set>
 
 #include "base/cpu_features.h"
 #include "base/huge_page_buffer.h"
@@ -143,11 +144,11 @@ void PackedWeights::AddAll(const std::vector<const WeightMatrix*>& ws, ThreadPoo
     int64_t offset, bytes;
   };
   std::vector<Slot> slots;
-  std::unordered_map<const uint8_t*, bool> seen;
+  std::unordered_set<const uint8_t*> seen;
   int64_t total = 0;
   for (const WeightMatrix* w : ws) {
     if (w->data == nullptr || w->rows == 0) continue;
-    if (map_.count(w->data) != 0 || !seen.emplace(w->data, true).second) continue;  // tied
+    if (map_.count(w->data) != 0 || !seen.insert(w->data).second) continue;  // tied
     const bool packs = MatMulUsesPackedWeights(w->dtype);
     if (!packs && !HugePagesEnabled()) continue;
     const WeightFormat& f = GetWeightFormat(w->dtype);

@@ -173,6 +173,7 @@ class PackedWeights {
   // has 4 KiB pages). Empty matrices, matrices added before and repeats (tied embeddings)
   // are skipped. pool (may be null) works in parallel.
   void AddAll(const std::vector<const WeightMatrix*>& ws, ThreadPool* pool = nullptr);
+  // One matrix in an arena of its own.
   void Add(const WeightMatrix& w, ThreadPool* pool = nullptr) { AddAll({&w}, pool); }
   const WeightMatrix& Get(const WeightMatrix& w) const {
     if (map_.empty()) return w;
