@@ -4,7 +4,6 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
-#include <unordered_set>
 
 #include "base/cpu_features.h"
 #include "base/huge_page_buffer.h"
@@ -138,47 +137,46 @@ void PackQ4ZWeights(const WeightMatrix& w, uint8_t* out, ThreadPool* pool) {
 
 void PackedWeights::AddAll(const std::vector<const WeightMatrix*>& ws, ThreadPool* pool) {
   // The arena's layout: each matrix to copy at a 64-byte offset (the kernels' aligned loads).
+  // Its map_ entry is made here (a repeat, such as a tied embedding, finds it and is skipped)
+  // and becomes the copy below.
   struct Slot {
-    const WeightMatrix* w;
+    WeightMatrix* copy;
     bool packs;
     int64_t offset, bytes;
   };
   std::vector<Slot> slots;
-  std::unordered_set<const uint8_t*> seen;
   int64_t total = 0;
   for (const WeightMatrix* w : ws) {
     if (w->data == nullptr || w->rows == 0) continue;
-    if (map_.count(w->data) != 0 || !seen.insert(w->data).second) continue;  // tied
     const bool packs = MatMulUsesPackedWeights(w->dtype);
     if (!packs && !HugePagesEnabled()) continue;
-    const WeightFormat& f = GetWeightFormat(w->dtype);
+    auto [it, added] = map_.emplace(w->data, *w);
+    if (!added) continue;
     // The packed copy, or a plain copy of the rows moved onto huge pages.
-    const int64_t bytes = packs ? f.packed_bytes(w->rows, w->cols) : w->nbytes();
-    slots.push_back({w, packs, total, bytes});
+    const int64_t bytes =
+        packs ? GetWeightFormat(w->dtype).packed_bytes(w->rows, w->cols) : w->nbytes();
+    slots.push_back({&it->second, packs, total, bytes});
     total += (bytes + 63) / 64 * 64;
   }
   if (slots.empty()) return;
   HugePageBuffer buf(static_cast<size_t>(total));
   CHECK(buf.data() != nullptr) << "out of memory copying " << total << " bytes of weights";
   for (const Slot& s : slots) {
-    const WeightMatrix& w = *s.w;
+    WeightMatrix& c = *s.copy;  // still the original
     uint8_t* dst = buf.data() + s.offset;
-    WeightMatrix pw = w;
     if (s.packs) {
-      GetWeightFormat(w.dtype).pack(w, dst, pool);
-      pw.packed = dst;
+      GetWeightFormat(c.dtype).pack(c, dst, pool);
     } else {
-      const int64_t row_bytes = w.row_bytes();
-      ForRanges(pool, w.rows, 64, [&](int64_t r0, int64_t r1) {
-        std::memcpy(dst + r0 * row_bytes, w.row(r0), static_cast<size_t>((r1 - r0) * row_bytes));
+      const int64_t row_bytes = c.row_bytes();
+      ForRanges(pool, c.rows, 64, [&](int64_t r0, int64_t r1) {
+        std::memcpy(dst + r0 * row_bytes, c.row(r0), static_cast<size_t>((r1 - r0) * row_bytes));
       });
-      pw.data = dst;
     }
     // The kernels never read the original again; the loader's file pages can go (resident
     // memory stays at one copy of the weights; a tied embedding refaults the rows it looks up).
-    ReleasePages(w.data, static_cast<size_t>(w.nbytes()));
+    ReleasePages(c.data, static_cast<size_t>(c.nbytes()));
+    (s.packs ? c.packed : c.data) = dst;
     bytes_ += s.bytes;
-    map_.emplace(w.data, pw);
   }
   buffers_.push_back(std::move(buf));
 }
