@@ -6,6 +6,9 @@
 //   gemv/<type>/8192x2048/t<threads>/cold/n<tokens>   Q8_0/Q4_0/Q4_Z(128) with 4 or 16 tokens (the
 //       weight-streaming path of speculative verification), GB/s of weights per call.
 //   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
+//   quantize_acts/<Q8_K|Q8_32>/<cols>   one token's activations quantized for a decode MatMul
+//       (Q8_K super-blocks for K-quants / IQ4_XS, 32-blocks for Q4_0 / Q8_0), ns per call: a
+//       serial step between a decode step's MatMuls, while the other threads wait.
 //
 // Shapes (out x in): 512x2048 (hot: L2-resident, the compute limit of the decode kernels),
 // 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down), 128256x2048 (lm_head, gemv only).
@@ -19,8 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_decode_internal.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 #include "kernels/quantize.h"
 
@@ -137,7 +143,29 @@ void BM_Gemm(benchmark::State& state, DType type, int64_t rows, int64_t cols, in
       benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_QuantizeActs(benchmark::State& state, bool q8k, int64_t cols) {
+  namespace ki = kernels_internal;
+  const bool avx512 = ActiveSimdLevel() == SimdLevel::kAvx512;
+  const std::vector<float> x = RandomActivations(cols);
+  const int64_t bytes = q8k ? ki::GetQ8KActsLayout(cols).bytes : ki::QuantActsBytes(cols);
+  std::vector<uint8_t> out(static_cast<size_t>(bytes));
+  auto prepare = q8k ? (avx512 ? ki::avx512::PrepareQ8KActs : ki::PrepareQ8KActs)
+                     : (avx512 ? ki::avx512::PrepareQuantActs : ki::scalar::PrepareQuantActs);
+  for (auto _ : state) {
+    prepare(8, x.data(), cols, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 void RegisterAll() {
+  for (int64_t cols : {1536, 2048, 8192, 8960}) {
+    for (bool q8k : {true, false}) {
+      benchmark::RegisterBenchmark(
+          ("quantize_acts/" + std::string(q8k ? "Q8_K/" : "Q8_32/") + std::to_string(cols)).c_str(),
+          [=](benchmark::State& st) { BM_QuantizeActs(st, q8k, cols); })
+          ->Unit(benchmark::kNanosecond);
+    }
+  }
   const DType types[] = {DType::kQ4_0, DType::kQ4_Z, DType::kQ4_Z128, DType::kQ8_0,
                          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,    DType::kIQ4_XS,
                          DType::kBF16, DType::kF16,  DType::kF32};

@@ -9,10 +9,13 @@
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "base/half.h"
 #include "base/thread_pool.h"
 #include "kernels/kernels_test_util.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_decode_internal.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/packed_weights.h"
 
 namespace pagellm {
@@ -107,6 +110,44 @@ TEST(MatMulDecodeTest, EveryLevelEqualsScalarAndIsBatchInvariant) {
           }
         }
       }
+    }
+  }
+}
+
+// The AVX-512 activation quantizers write the scalar references' bytes: codes rounded half
+// away from zero (inputs placed exactly on ties and one ulp either side of them), scales and
+// the code sums (Q8_K's 16-element sums; the 32-blocks' code-offset biases), for random, zero
+// and tiny blocks.
+TEST(MatMulDecodeTest, ActivationQuantizersAvx512EqualScalar) {
+  if (!GetCpuFeatures().avx512) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(29);
+  const int64_t cols = 256 * 9;
+  std::vector<float> x = RandomVector(rng, cols, 3.0f);
+  // Super-block 1: amax 127, so codes are the inputs themselves: ties k + 0.5 and neighbours.
+  std::uniform_int_distribution<int> code(-126, 126);
+  for (int i = 0; i < 256; ++i) {
+    const float tie = static_cast<float>(code(rng)) + 0.5f;
+    x[256 + i] = i % 3 == 0 ? tie : std::nextafter(tie, i % 3 == 1 ? 1000.0f : -1000.0f);
+  }
+  x[256] = 127.0f;
+  x[257] = -0.5f;
+  x[258] = 0.5f;
+  for (int i = 0; i < 256; ++i) x[512 + i] = 0.0f;                                  // all zero
+  for (int i = 0; i < 256; ++i) x[768 + i] = 1e-30f * static_cast<float>(i - 128);  // tiny
+  const int64_t bytes = kernels_internal::GetQ8KActsLayout(cols).bytes;
+  std::vector<uint8_t> want(bytes, 0xa5), got(bytes, 0x5a);
+  kernels_internal::PrepareQ8KActs(0, x.data(), cols, want.data());
+  kernels_internal::avx512::PrepareQ8KActs(0, x.data(), cols, got.data());
+  for (int64_t i = 0; i < bytes; ++i) {
+    ASSERT_EQ(got[i], want[i]) << "Q8_K byte " << i;
+  }
+  for (int32_t code_offset : {0, 8, 16}) {
+    const int64_t qbytes = kernels_internal::QuantActsBytes(cols);
+    std::vector<uint8_t> qwant(qbytes, 0xa5), qgot(qbytes, 0x5a);
+    kernels_internal::scalar::PrepareQuantActs(code_offset, x.data(), cols, qwant.data());
+    kernels_internal::avx512::PrepareQuantActs(code_offset, x.data(), cols, qgot.data());
+    for (int64_t i = 0; i < qbytes; ++i) {
+      ASSERT_EQ(qgot[i], qwant[i]) << "32-blocks, code offset " << code_offset << ", byte " << i;
     }
   }
 }

@@ -592,13 +592,18 @@ void Block(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) 
   }
 }
 
-// roundf(): round half away from zero (x - trunc(x) is exact in fp32).
-inline __m512 RoundHalfAway(__m512 v) {
-  const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
-  const __mmask16 away = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
-  const __m512 sign = _mm512_and_ps(v, _mm512_castsi512_ps(_mm512_set1_epi32(INT32_MIN)));
-  return _mm512_mask_add_ps(t, away, t, _mm512_or_ps(_mm512_set1_ps(1.0f), sign));
+// roundf(v), round half away from zero, as an int32, for |v| <= 2^22 (activation codes are
+// within 127.5): trunc(v + copysign(0.5 - 2^-25, v)), three operations. The sum reaches the
+// next integer exactly when v's fraction is >= 0.5 (a fraction of 0.5 gives n + 1 - 2^-25,
+// which rounds to n + 1 for n >= 1, and to 1 from 0.5: a tie, to even); below 0.5 it stays at
+// least one ulp of v short of it. The serial quantization of a decode step's activations sits
+// between its MatMuls, with the second core waiting.
+inline __m512i RoundHalfAwayToInt(__m512 v) {
+  // (v & sign) | (0.5 - 2^-25): vpternlogd with imm (A & B) | C.
+  const __m512 bias = _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN),
+                                _mm512_castps_si512(_mm512_set1_ps(0.49999997f)), 0xea));
+  return _mm512_cvttps_epi32(_mm512_add_ps(v, bias));
 }
 
 }  // namespace
@@ -622,8 +627,8 @@ void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
     const float d = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    const __m512i q0 = _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v0, id)));
-    const __m512i q1 = _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(v1, id)));
+    const __m512i q0 = RoundHalfAwayToInt(_mm512_mul_ps(v0, id));
+    const __m512i q1 = RoundHalfAwayToInt(_mm512_mul_ps(v1, id));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * b + 16), _mm512_cvtepi32_epi8(q1));
     const int32_t bias = -c * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
@@ -635,22 +640,42 @@ void PrepareQuantActs(int32_t c, const float* x, int64_t cols, uint8_t* out) {
 void PrepareQ8KActs(int32_t, const float* x, int64_t cols, uint8_t* out) {
   const Q8KActsLayout l = GetQ8KActsLayout(cols);
   std::memset(out + l.d_offset, 0, static_cast<size_t>(l.bytes - l.d_offset));
+  const __m512i ones = _mm512_set1_epi8(1);
+  // Group g of a super-block is 128-bit lane g % 4 of its 64-byte quarter g / 4; after the
+  // unpacks below, dword 4 * lane + quarter holds group 4 * quarter + lane's sum.
+  const __m512i group_order =
+      _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
   for (int64_t s = 0; s < l.nsb; ++s) {
     const float* xs = x + 256 * s;
+    uint8_t* qs = out + 256 * s;
     __m512 m = _mm512_setzero_ps();
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(xs + 16 * i)));
     const float d = _mm512_reduce_max_ps(m) / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    alignas(32) int16_t bsum[16];
+#pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
-      const __m512i q =
-          _mm512_cvtps_epi32(RoundHalfAway(_mm512_mul_ps(_mm512_loadu_ps(xs + 16 * i), id)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 256 * s + 16 * i), _mm512_cvtepi32_epi8(q));
-      bsum[i] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      const __m512i q = RoundHalfAwayToInt(_mm512_mul_ps(_mm512_loadu_ps(xs + 16 * i), id));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16 * i), _mm512_cvtepi32_epi8(q));
     }
+    // The 16 group sums: sums of 4 codes per dword (vpmaddubsw and vpmaddwd with ones), then of the
+    // 4 dwords of each 128-bit lane, four quarters at a time.
+    __m512i q4[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      // (AVX512BW only: this level does not assume VNNI.)
+      const __m512i pairs = _mm512_maddubs_epi16(ones, _mm512_loadu_si512(qs + 64 * k));
+      q4[k] = _mm512_madd_epi16(pairs, _mm512_set1_epi16(1));
+    }
+    const __m512i t01 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(q4[0], q4[1]), _mm512_unpackhi_epi32(q4[0], q4[1]));
+    const __m512i t23 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(q4[2], q4[3]), _mm512_unpackhi_epi32(q4[2], q4[3]));
+    const __m512i sums =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t01, t23), _mm512_unpackhi_epi64(t01, t23));
+    const __m256i bsum = _mm512_cvtepi32_epi16(_mm512_permutexvar_epi32(group_order, sums));
     std::memcpy(out + l.d_offset + 4 * s, &d, 4);
-    std::memcpy(out + l.bsum_offset + 32 * s, bsum, 32);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + l.bsum_offset + 32 * s), bsum);
   }
 }
 
