@@ -39,16 +39,16 @@ void PackSuperBlockLane(const uint8_t* blk, const KQuantPackedLayout& l, int lan
     for (int k = 0; k < 4; ++k) {
       for (int b = 0; b < 4; ++b) {
         const int lo = u[32 * j + 4 * k + b], hi = u[32 * j + 16 + 4 * k + b];
-        const int64_t at = 64 * (4 * j + k) + 4 * lane + b;
+        const int64_t at = l.nib_offset + 64 * (4 * j + k) + 4 * lane + b;
         if constexpr (kType == DType::kQ6_K) {
           sb[at] = static_cast<uint8_t>(lo | ((hi >> 4) << 6));
-          sb[KQuantPackedLayout::kNibBytes + 64 * (2 * j + k / 2) + 4 * lane + b] |=
+          sb[l.extra_offset + 64 * (2 * j + k / 2) + 4 * lane + b] |=
               static_cast<uint8_t>((hi & 15) << (4 * (k % 2)));
           continue;
         }
         sb[at] = static_cast<uint8_t>((lo & 15) | ((hi & 15) << 4));
         if constexpr (kType == DType::kQ5_K) {
-          sb[KQuantPackedLayout::kNibBytes + 64 * j + 4 * lane + b] |=
+          sb[l.extra_offset + 64 * j + 4 * lane + b] |=
               static_cast<uint8_t>((((lo >> 4) & 1) << k) | (((hi >> 4) & 1) << (4 + k)));
         }
       }

@@ -64,10 +64,12 @@ inline __m512i OrMasked(__m512i a, __m512i b, __m512i mask) {
 // Q4_K's hi[k] hold 16 x the codes).
 template <DType kType>
 PAGELLM_KERNEL_INLINE void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4], __m512i (&hi)[4]) {
+  constexpr KQuantPackedLayout kL = KQuantSuperBlockLayout(kType);
+  const uint8_t* nib = sb + kL.nib_offset;
   const __m512i m0f = _mm512_set1_epi8(0x0f);
   [[maybe_unused]] __m512i extra;
   if constexpr (kType == DType::kQ5_K) {
-    extra = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * j);
+    extra = Load512(sb + kL.extra_offset + 64 * j);
   }
   if constexpr (kType == DType::kQ6_K) {
     // nib byte = lo code | bits 4-5 of the hi code << 6; lo4 byte = the low 4 bits of the hi
@@ -75,13 +77,13 @@ PAGELLM_KERNEL_INLINE void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4],
     const __m512i m3f = _mm512_set1_epi8(0x3f), m30 = _mm512_set1_epi8(0x30);
 #pragma GCC unroll 2
     for (int p = 0; p < 2; ++p) {
-      const __m512i l4 = Load512(sb + KQuantPackedLayout::kNibBytes + 64 * (2 * j + p));
+      const __m512i l4 = Load512(sb + kL.extra_offset + 64 * (2 * j + p));
       const __m512i h4[2] = {_mm512_and_si512(l4, m0f),
                              _mm512_and_si512(_mm512_srli_epi16(l4, 4), m0f)};
 #pragma GCC unroll 2
       for (int i = 0; i < 2; ++i) {
         const int k = 2 * p + i;
-        const __m512i n = Load512(sb + 64 * (4 * j + k));
+        const __m512i n = Load512(nib + 64 * (4 * j + k));
         lo[k] = _mm512_and_si512(n, m3f);
         // Bits 6-7 -> 4-5 (a 16-bit shift: the bits it carries in from the next byte are
         // masked off).
@@ -92,7 +94,7 @@ PAGELLM_KERNEL_INLINE void UnitCodes(const uint8_t* sb, int j, __m512i (&lo)[4],
   }
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
-    __m512i n = Load512(sb + 64 * (4 * j + k));
+    __m512i n = Load512(nib + 64 * (4 * j + k));
     lo[k] = _mm512_and_si512(n, m0f);
     if constexpr (kType == DType::kQ4_K) {
       // 16 x the high codes, no shift: UnitDot shifts their chain's sum instead (one shift
