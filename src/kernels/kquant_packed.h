@@ -2,14 +2,16 @@
 // AVX-512 VNNI kernels (matmul_kquant_avx512.cc) stream: 16 rows in the int32 lanes of a
 // register, like Q4_0's QuantPackedLayout, so a token's dot products of 16 rows take vertical
 // vpdpbusd chains and no horizontal sums. Codes keep their bit width (bytes per weight stay
-// within 1-3% of the file's); scales and mins are decoded once, here, into int8 and fp16.
+// within 1-3% of the file's); scales and mins are decoded once, here, into int8 and fp16
+// (kept at the file's 6 bits instead, the extra unpacking measured slower than the 2.7% of
+// Q4_K bytes it saved: docs/BENCHMARKS.md, 2026-12-04 16:05).
 //
 // Groups of 16 rows, group g at packed + g * group_bytes, each nsb = cols / 256 super-blocks of
 // sb_bytes (a multiple of 64), super-block s at s * sb_bytes. A super-block's scales come
-// first and its codes after them, in the order the kernel reads them, so each thread's
-// stream only ever moves forward (with the scales after the codes, the first read of every
-// super-block was its far end: a Qwen2.5-1.5B Q4_K_M decode profile put a fifth of the Q4_K
-// kernel's samples on those loads).
+// first, since the kernel reads them first, and its code planes after them, so a thread's
+// stream only moves forward (Q5_K / Q6_K read their second plane alongside nib, unit by unit).
+// With the scales after the codes, the first read of every super-block was its far end: a
+// Qwen2.5-1.5B Q4_K_M decode profile put a fifth of the Q4_K kernel's samples on those loads.
 //   sc   int8 [pairs][16 rows][2] at 0: the sub-block scales of each row, two sub-blocks per
 //        dword (Q6_K: 8 pairs of 16-element sub-blocks; the others: 4 pairs of 32-element ones)
 //   mn   int8 [4][16][2] (Q4_K, Q5_K): the sub-block mins, as sc
@@ -26,10 +28,10 @@
 //   Q6_K: lo4 [8 units][2 k pairs p][16][4] (1024): low nibble = the low 4 bits of element
 //        32j + 16 + 8p + b's code, high nibble = those of element 32j + 16 + 8p + 4 + b's
 //        (the high halves' codes not in nib), so a unit's 8 code registers take 18 operations
-// The unsigned code u is the reference
-// decoder's code q (matmul_decode_internal.h) plus an offset: 0 (Q4_K, Q5_K), 32 (Q6_K), or,
-// for IQ4_XS, u is the table index and the kernel looks up q + 128. Rows past the matrix end
-// are zero (their lanes compute zeros that are never stored).
+// The unsigned code u is the reference decoder's code q (matmul_decode_internal.h) plus an
+// offset: 0 (Q4_K, Q5_K), 32 (Q6_K), or, for IQ4_XS, u is the table index and the kernel
+// looks up q + 128. Rows past the matrix end are zero (their lanes compute zeros that are
+// never stored).
 #pragma once
 
 #include <cstdint>
