@@ -8,7 +8,8 @@
 //   gemm/<type>/<rows>x<cols>/n<tokens>/t<threads>   prefill, GFLOP/s (2 * rows * cols * n).
 //   quantize_acts/<Q8_K|Q8_32>/<cols>   one token's activations quantized for a decode MatMul
 //       (Q8_K super-blocks for K-quants / IQ4_XS, 32-blocks for Q4_0 / Q8_0), ns per call: a
-//       serial step between a decode step's MatMuls, while the other threads wait.
+//       serial step between a decode step's MatMuls, while the other threads wait. AVX-512
+//       quantizers when that level is active, else the scalar ones.
 //
 // Shapes (out x in): 512x2048 (hot: L2-resident, the compute limit of the decode kernels),
 // 2048x2048 (q/o proj), 8192x2048 (gate/up), 2048x8192 (down), 128256x2048 (lm_head, gemv only).

@@ -141,8 +141,8 @@ TEST(MatMulDecodeTest, ActivationQuantizersAvx512EqualScalar) {
   for (int64_t i = 0; i < bytes; ++i) {
     ASSERT_EQ(got[i], want[i]) << "Q8_K byte " << i;
   }
+  const int64_t qbytes = kernels_internal::QuantActsBytes(cols);
   for (int32_t code_offset : {0, 8, 16}) {
-    const int64_t qbytes = kernels_internal::QuantActsBytes(cols);
     std::vector<uint8_t> qwant(qbytes, 0xa5), qgot(qbytes, 0x5a);
     kernels_internal::scalar::PrepareQuantActs(code_offset, x.data(), cols, qwant.data());
     kernels_internal::avx512::PrepareQuantActs(code_offset, x.data(), cols, qgot.data());
