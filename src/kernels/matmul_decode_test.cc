@@ -195,6 +195,49 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
   }
 }
 
+// The packed kernels' integer sums at their bounds: every code byte 0xff or 0x80 (the largest
+// codes, Q4_K / Q5_K's largest scales and mins, Q6_K's most negative scale), every activation at
+// +-127 after quantization, in one sign or alternating every 16 elements. Q4_K multiplies each
+// 16-element sum by its scale in int16 halves (|sum| <= 16 * 15 * 127 must fit): a variant that
+// lets a sum overflow int16 fails here, while random codes rarely reach the bound.
+TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
+  constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+  if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
+  const int64_t rows = 20, cols = 512;
+  for (DType t : kPackedTypes) {
+    for (const uint8_t fill : {uint8_t{0xff}, uint8_t{0x80}}) {
+      OwnedWeights ow;
+      ow.w.dtype = t;
+      ow.w.rows = rows;
+      ow.w.cols = cols;
+      ow.bytes.assign(static_cast<size_t>(ow.w.nbytes()), fill);
+      const int64_t bb = DTypeBlockBytes(t);
+      const uint16_t d = F32ToF16(1e-3f);
+      for (int64_t blk = 0; blk < ow.w.nbytes() / bb; ++blk) {
+        for (int f : HalfFields(t)) std::memcpy(ow.bytes.data() + blk * bb + f, &d, 2);
+      }
+      ow.w.data = ow.bytes.data();
+      PackedWeights packed;
+      packed.Add(ow.w);
+      const WeightMatrix& pw = packed.Get(ow.w);
+      ASSERT_NE(pw.packed, nullptr) << DTypeName(t);
+      for (int pattern = 0; pattern < 3; ++pattern) {
+        std::vector<float> x(static_cast<size_t>(cols));
+        for (int64_t j = 0; j < cols; ++j) {
+          x[j] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (j / 16 % 2 == 0 ? 1.0f : -1.0f);
+        }
+        const std::vector<float> ref = RunAt(SimdLevel::kScalar, ow.w, x, 1, nullptr);
+        const std::vector<float> y = RunAt(SimdLevel::kAvx512, pw, x, 1, nullptr);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_TRUE(SameBits(y[r], ref[r]))
+              << DTypeName(t) << " fill " << int{fill} << " pattern " << pattern << " row " << r
+              << ": " << y[r] << " vs " << ref[r];
+        }
+      }
+    }
+  }
+}
+
 // One MatMulMany over matrices of different dtypes (llama.cpp's Q4_K_M mixes Q4_K and Q6_K in a
 // layer's q/k/v; with Q8_0, F16 and Q4_0 every activation layout is there: Q8_K, Q8 blocks of
 // 32 with distinct code offsets, floats) writes bitwise what one MatMul per matrix writes, at

@@ -4,11 +4,13 @@
 // One register holds 16 rows, one int32 lane each. Per token and 32-element unit j of a
 // super-block, the unit's 8 code registers (4 elements of a row per lane, unpacked from the
 // planes of kquant_packed.h) go through two vpdpbusd chains of 4 (the unit's two 16-element
-// halves), which are multiplied (vpmulld) by the sub-block scales in the lanes and summed into
-// S1. Offsets of the unsigned codes come back through the activations' 16-element sums (bsum):
-// Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of
-// sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per
-// super-block is the reference's,
+// halves), which are multiplied by the sub-block scales in the lanes and summed into S1 (Q4_K:
+// each half's sum fits int16, so one vpdpwssd per half does it; the wider codes' sums do not,
+// and take vpmulld, which costs more: Q4_K prefill ~1.3x faster without it). Offsets of the
+// unsigned codes come back through the activations' 16-element sums (bsum): Q6_K -32 * sum_j sc_j *
+// bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's
+// min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per super-block is the
+// reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
@@ -144,11 +146,12 @@ PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayou
   }
 }
 
-// isum + one token's unit j: the two vpdpbusd chains (x: the unit's 32 activations) times the
-// sub-block scales.
+// isum (and, for Q4_K, isum_hi) + one token's unit j: the two vpdpbusd chains (x: the unit's 32
+// activations) times the sub-block scales.
 template <DType kType>
-PAGELLM_KERNEL_INLINE __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], const __m512i (&hi)[4],
-                                      __m512i sc_lo, __m512i sc_hi, const uint8_t* x) {
+PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512i (&lo)[4],
+                                   const __m512i (&hi)[4], __m512i sc_lo, __m512i sc_hi,
+                                   const uint8_t* x) {
   __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
@@ -156,14 +159,18 @@ PAGELLM_KERNEL_INLINE __m512i UnitDot(__m512i isum, const __m512i (&lo)[4], cons
     ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
   }
   if constexpr (kType == DType::kQ6_K) {
-    return _mm512_add_epi32(
+    isum = _mm512_add_epi32(
         isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
   } else if constexpr (kType == DType::kQ4_K) {
-    // ch = 16 x the high half's exact sum (|ch| <= 16 * 16 * 15 * 128 < 2^20): the shift is exact.
-    return _mm512_add_epi32(
-        isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, _mm512_srai_epi32(ch, 4)), sc_lo));
+    // Each half's sum fits int16 (|cl|, |ch / 16| <= 16 * 15 * 128 = 30720), and sc_lo holds
+    // the scale (0..63) in the low int16 of each lane and 0 in the high one, so vpdpwssd's
+    // low-word product is the exact cl * sc (the high word, cl's sign, meets the 0). That is
+    // one multiply-add per half instead of add, vpmulld, add; two accumulators keep the
+    // chains through the units apart. ch = 16 x the high half's sum: the shift is exact.
+    isum = _mm512_dpwssd_epi32(isum, cl, sc_lo);
+    isum_hi = _mm512_dpwssd_epi32(isum_hi, _mm512_srai_epi32(ch, 4), sc_lo);
   } else {
-    return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
+    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
   }
 }
 
@@ -237,9 +244,9 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
     const uint8_t* sb = group + s * pl.sb_bytes;
     // sb + kPrefetchBytes, or the task's last super-block once that is nearer.
     const uint8_t* ahead = PrefetchAddress<64 * kLines>(sb, kPrefetchBytes, stop);
-    __m512i isum[T];
+    __m512i isum[T], isum_hi[T];
 #pragma GCC unroll 8
-    for (int t = 0; t < T; ++t) isum[t] = _mm512_setzero_si512();
+    for (int t = 0; t < T; ++t) isum[t] = isum_hi[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int j = 0; j < 8; ++j) {
       if constexpr (kPrefetch != PrefetchTarget::kNone) {
@@ -254,14 +261,15 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
       UnitScales<kType>(sb, pl, j, &sc_lo, &sc_hi);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        isum[t] =
-            UnitDot<kType>(isum[t], lo, hi, sc_lo, sc_hi, act + t * al.bytes + 256 * s + 32 * j);
+        UnitDot<kType>(isum[t], isum_hi[t], lo, hi, sc_lo, sc_hi,
+                       act + t * al.bytes + 256 * s + 32 * j);
       }
     }
     __m512 d, m;
     LoadFactors<kType>(sb, pl, &d, &m);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
+      if constexpr (kType == DType::kQ4_K) isum[t] = _mm512_add_epi32(isum[t], isum_hi[t]);
       acc[t] = SuperBlockStep<kType>(acc[t], isum[t], sb, pl, act + t * al.bytes, al, s, d, m);
     }
   }
