@@ -197,9 +197,10 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
 
 // The packed kernels' integer sums at their bounds: every code byte 0xff or 0x80 (the largest
 // codes, Q4_K / Q5_K's largest scales and mins, Q6_K's most negative scale), every activation at
-// +-127 after quantization, in one sign or alternating every 16 elements. Q4_K multiplies each
-// 16-element sum by its scale in int16 halves (|sum| <= 16 * 15 * 127 must fit): a variant that
-// lets a sum overflow int16 fails here, while random codes rarely reach the bound.
+// +-127 after quantization, in one sign or alternating every 16 elements. Q4_K, Q5_K and Q6_K
+// multiply partial sums by their scales as int16 (|sum| <= 16 * 15 * 127, 8 * 31 * 127 and
+// 4 * 63 * 127 must fit): a variant that lets a sum overflow int16 fails here, while random
+// codes rarely reach the bound.
 TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
   constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";

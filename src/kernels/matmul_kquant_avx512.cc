@@ -3,14 +3,16 @@
 //
 // One register holds 16 rows, one int32 lane each. Per token and 32-element unit j of a
 // super-block, the unit's 8 code registers (4 elements of a row per lane, unpacked from the
-// planes of kquant_packed.h) go through two vpdpbusd chains of 4 (the unit's two 16-element
-// halves), which are multiplied by the sub-block scales in the lanes and summed into S1 (Q4_K:
-// each half's sum fits int16, so one vpdpwssd per half does it; the wider codes' sums do not,
-// and take vpmulld, which costs more: Q4_K prefill ~1.3x faster without it). Offsets of the
-// unsigned codes come back through the activations' 16-element sums (bsum): Q6_K -32 * sum_j sc_j *
-// bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's
-// min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per super-block is the
-// reference's,
+// planes of kquant_packed.h) go through vpdpbusd, and the partial sums are multiplied by the
+// sub-block scales in the lanes and summed into S1. vpmulld costs more than it looks here
+// (without it the Q4_K / Q5_K / Q6_K prefill kernels ran 1.2-1.6x faster), so where the
+// partial sums fit int16 they meet the scales in vpdpwssd: Q4_K each 16-element half's sum,
+// Q5_K 8 elements' sums, Q6_K 4 elements' sums (two in a lane, one for each scale of the
+// pair); IQ4_XS's sums do not fit and keep a chain of 4 per half times vpmulld. Offsets of the
+// unsigned codes come back through the activations' 16-element sums (bsum): Q6_K
+// -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of
+// sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step
+// per super-block is the reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
@@ -136,9 +138,9 @@ template <DType kType>
 PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j,
                                       __m512i* sc_lo, __m512i* sc_hi) {
   if constexpr (kType == DType::kQ6_K) {
-    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
-    *sc_lo = LowHalves(w);
-    *sc_hi = HighHalves(w);
+    // The pair (sc_2j, sc_2j+1) as the two int16 of each lane: UnitDot's vpdpwssd operand.
+    *sc_lo = Pairs16(sb + pl.sc_offset + 32 * j);
+    *sc_hi = *sc_lo;
   } else {
     const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
     *sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
@@ -146,22 +148,56 @@ PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayou
   }
 }
 
-// isum (and, for Q4_K, isum_hi) + one token's unit j: the two vpdpbusd chains (x: the unit's 32
-// activations) times the sub-block scales.
+// isum and isum_hi (two accumulators, so that the vpdpwssd chains through the units stay apart;
+// IQ4_XS uses isum only) + one token's unit j (x: its 32 activations) times the sub-block scales.
 template <DType kType>
 PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512i (&lo)[4],
                                    const __m512i (&hi)[4], __m512i sc_lo, __m512i sc_hi,
                                    const uint8_t* x) {
+  if constexpr (kType == DType::kQ6_K) {
+    // A 4-element sum fits int16 (|sum| <= 4 * 63 * 128 = 32256): the lo and hi halves' sums
+    // of register k go into one lane's two int16 and meet the pair (sc_lo, sc_hi) in one
+    // vpdpwssd, instead of 16-element chains times vpmulld.
+    const __m512i low_words = _mm512_set1_epi32(0xffff);
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512i cl = DpbusdBroadcast(_mm512_setzero_si512(), lo[k], x + 4 * k);
+      const __m512i ch = DpbusdBroadcast(_mm512_setzero_si512(), hi[k], x + 16 + 4 * k);
+      // low_words ? cl : ch << 16, bit by bit.
+      const __m512i both =
+          _mm512_ternarylogic_epi32(low_words, cl, _mm512_slli_epi32(ch, 16), 0xca);
+      if (k % 2 == 0) {
+        isum = _mm512_dpwssd_epi32(isum, both, sc_lo);
+      } else {
+        isum_hi = _mm512_dpwssd_epi32(isum_hi, both, sc_lo);
+      }
+    }
+    return;
+  }
+  if constexpr (kType == DType::kQ5_K) {
+    // An 8-element sum fits int16 (|sum| <= 8 * 31 * 128 = 31744) and sc_lo holds the scale
+    // (0..63) in the low int16 of each lane and 0 in the high one, so each pair of registers'
+    // sum takes one vpdpwssd (its low-word product is the exact sum * sc) instead of 16-element
+    // chains times vpmulld.
+#pragma GCC unroll 2
+    for (int k = 0; k < 4; k += 2) {
+      const __m512i cl = DpbusdBroadcast(DpbusdBroadcast(_mm512_setzero_si512(), lo[k], x + 4 * k),
+                                         lo[k + 1], x + 4 * k + 4);
+      const __m512i ch =
+          DpbusdBroadcast(DpbusdBroadcast(_mm512_setzero_si512(), hi[k], x + 16 + 4 * k), hi[k + 1],
+                          x + 20 + 4 * k);
+      isum = _mm512_dpwssd_epi32(isum, cl, sc_lo);
+      isum_hi = _mm512_dpwssd_epi32(isum_hi, ch, sc_lo);
+    }
+    return;
+  }
   __m512i cl = _mm512_setzero_si512(), ch = _mm512_setzero_si512();
 #pragma GCC unroll 4
   for (int k = 0; k < 4; ++k) {
     cl = DpbusdBroadcast(cl, lo[k], x + 4 * k);
     ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
   }
-  if constexpr (kType == DType::kQ6_K) {
-    isum = _mm512_add_epi32(
-        isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
-  } else if constexpr (kType == DType::kQ4_K) {
+  if constexpr (kType == DType::kQ4_K) {
     // Each half's sum fits int16 (|cl|, |ch / 16| <= 16 * 15 * 128 = 30720), and sc_lo holds
     // the scale (0..63) in the low int16 of each lane and 0 in the high one, so vpdpwssd's
     // low-word product is the exact cl * sc (the high word, cl's sign, meets the 0). That is
@@ -269,7 +305,9 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
     LoadFactors<kType>(sb, pl, &d, &m);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      if constexpr (kType == DType::kQ4_K) isum[t] = _mm512_add_epi32(isum[t], isum_hi[t]);
+      if constexpr (kType != DType::kIQ4_XS) {
+        isum[t] = _mm512_add_epi32(isum[t], isum_hi[t]);
+      }
       acc[t] = SuperBlockStep<kType>(acc[t], isum[t], sb, pl, act + t * al.bytes, al, s, d, m);
     }
   }
