@@ -8,11 +8,11 @@
 // (without it the Q4_K / Q5_K / Q6_K prefill kernels ran 1.2-1.6x faster), so where the
 // partial sums fit int16 they meet the scales in vpdpwssd: Q4_K each 16-element half's sum,
 // Q5_K 8 elements' sums, Q6_K 4 elements' sums (two in a lane, one for each scale of the
-// pair); IQ4_XS's sums do not fit and keep a chain of 4 per half times vpmulld. Offsets of the
-// unsigned codes come back through the activations' 16-element sums (bsum): Q6_K
-// -32 * sum_j sc_j * bsum_j, IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of
-// sub-blocks; Q4_K / Q5_K's min term S2 = sum_j mn_j * bsum32_j the same way. The fp32 step
-// per super-block is the reference's,
+// pair), and IQ4_XS, whose sums do not fit, splits each unit's sum into its low byte and the
+// rest (two int16) against (sc, 256 sc). Offsets of the unsigned codes come back through the
+// activations' 16-element sums (bsum): Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS
+// -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's min term
+// S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per super-block is the reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Tiles of up to kTile tokens each stream the group once (a
@@ -145,6 +145,11 @@ PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayou
     const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
     *sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
     *sc_hi = *sc_lo;
+    if constexpr (kType == DType::kIQ4_XS) {
+      // (sc, 256 * sc) as the two int16 of each lane (sc in [-32, 31]): UnitDot's operand.
+      *sc_hi = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0xffff), *sc_lo,
+                                         _mm512_slli_epi32(*sc_lo, 24), 0xca);
+    }
   }
 }
 
@@ -206,7 +211,14 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
     isum = _mm512_dpwssd_epi32(isum, cl, sc_lo);
     isum_hi = _mm512_dpwssd_epi32(isum_hi, _mm512_srai_epi32(ch, 4), sc_lo);
   } else {
-    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
+    // IQ4_XS: the unit's sum c (|c| <= 32 * 241 * 128 < 2^20) does not fit int16, but its low
+    // byte and c >> 8 do: the lane (c & 0xff, c >> 8) against (sc, 256 * sc) is one vpdpwssd,
+    // sc * (c & 0xff) + 256 * sc * (c >> 8) = sc * c, instead of vpmulld and an add.
+    // Bytes (b0, b1, b2, b3) of c -> (b0, 0, b1, b2): c >> 8 fits 16 bits, so b3 is its sign.
+    const __m512i split_bytes = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14));
+    const __m512i split = _mm512_shuffle_epi8(_mm512_add_epi32(cl, ch), split_bytes);
+    isum = _mm512_dpwssd_epi32(isum, split, sc_hi);
   }
 }
 
