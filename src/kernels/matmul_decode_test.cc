@@ -222,17 +222,26 @@ TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
       packed.Add(ow.w);
       const WeightMatrix& pw = packed.Get(ow.w);
       ASSERT_NE(pw.packed, nullptr) << DTypeName(t);
-      for (int pattern = 0; pattern < 3; ++pattern) {
-        std::vector<float> x(static_cast<size_t>(cols));
-        for (int64_t j = 0; j < cols; ++j) {
-          x[j] = pattern == 0 ? 1.0f : pattern == 1 ? -1.0f : (j / 16 % 2 == 0 ? 1.0f : -1.0f);
-        }
-        const std::vector<float> ref = RunAt(SimdLevel::kScalar, ow.w, x, 1, nullptr);
-        const std::vector<float> y = RunAt(SimdLevel::kAvx512, pw, x, 1, nullptr);
-        for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_TRUE(SameBits(y[r], ref[r]))
-              << DTypeName(t) << " fill " << int{fill} << " pattern " << pattern << " row " << r
-              << ": " << y[r] << " vs " << ref[r];
+      // Token i takes pattern (first + i) % 3; one token and tiles of several take different
+      // paths through the kernel.
+      for (int64_t n : {1, 4, 5}) {
+        for (int first = 0; first < 3; ++first) {
+          std::vector<float> x(static_cast<size_t>(n * cols));
+          for (int64_t i = 0; i < n; ++i) {
+            const int pattern = static_cast<int>((first + i) % 3);
+            for (int64_t j = 0; j < cols; ++j) {
+              x[i * cols + j] = pattern == 0   ? 1.0f
+                                : pattern == 1 ? -1.0f
+                                               : (j / 16 % 2 == 0 ? 1.0f : -1.0f);
+            }
+          }
+          const std::vector<float> ref = RunAt(SimdLevel::kScalar, ow.w, x, n, nullptr);
+          const std::vector<float> y = RunAt(SimdLevel::kAvx512, pw, x, n, nullptr);
+          for (int64_t i = 0; i < n * rows; ++i) {
+            ASSERT_TRUE(SameBits(y[i], ref[i]))
+                << DTypeName(t) << " fill " << int{fill} << " n " << n << " first pattern " << first
+                << " at " << i << ": " << y[i] << " vs " << ref[i];
+          }
         }
       }
     }

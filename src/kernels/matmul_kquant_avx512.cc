@@ -134,10 +134,14 @@ inline void Bsum32Pairs(const uint8_t* bsum, int32_t (&pairs)[4]) {
 
 // The sub-block scales of unit j's halves (Q6_K: 16-element sub-blocks 2j, 2j + 1) or, twice,
 // of the unit, in the lanes.
-template <DType kType>
+template <DType kType, bool kMulld>
 PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayout& pl, int j,
                                       __m512i* sc_lo, __m512i* sc_hi) {
-  if constexpr (kType == DType::kQ6_K) {
+  if constexpr (kType == DType::kQ6_K && kMulld) {
+    const __m512i w = Pairs16(sb + pl.sc_offset + 32 * j);
+    *sc_lo = LowHalves(w);
+    *sc_hi = HighHalves(w);
+  } else if constexpr (kType == DType::kQ6_K) {
     // The pair (sc_2j, sc_2j+1) as the two int16 of each lane: UnitDot's vpdpwssd operand.
     *sc_lo = Pairs16(sb + pl.sc_offset + 32 * j);
     *sc_hi = *sc_lo;
@@ -145,7 +149,7 @@ PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayou
     const __m512i w = Pairs16(sb + pl.sc_offset + 32 * (j / 2));
     *sc_lo = j % 2 == 0 ? LowHalves(w) : HighHalves(w);
     *sc_hi = *sc_lo;
-    if constexpr (kType == DType::kIQ4_XS) {
+    if constexpr (kType == DType::kIQ4_XS && !kMulld) {
       // (sc, 256 * sc) as the two int16 of each lane (sc in [-32, 31]): UnitDot's operand.
       *sc_hi = _mm512_ternarylogic_epi32(_mm512_set1_epi32(0xffff), *sc_lo,
                                          _mm512_slli_epi32(*sc_lo, 24), 0xca);
@@ -153,13 +157,15 @@ PAGELLM_KERNEL_INLINE void UnitScales(const uint8_t* sb, const KQuantPackedLayou
   }
 }
 
-// isum and isum_hi (two accumulators, so that the vpdpwssd chains through the units stay apart;
-// IQ4_XS uses isum only) + one token's unit j (x: its 32 activations) times the sub-block scales.
-template <DType kType>
+// isum and isum_hi (two accumulators, so that the vpdpwssd chains through the units stay apart)
+// + one token's unit j (x: its 32 activations) times the sub-block scales: with kMulld, as
+// 16-element chains times vpmulld, else by vpdpwssd where the partial sums fit int16 (see the
+// top of the file for which path runs where).
+template <DType kType, bool kMulld>
 PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512i (&lo)[4],
                                    const __m512i (&hi)[4], __m512i sc_lo, __m512i sc_hi,
                                    const uint8_t* x) {
-  if constexpr (kType == DType::kQ6_K) {
+  if constexpr (kType == DType::kQ6_K && !kMulld) {
     // A 4-element sum fits int16 (|sum| <= 4 * 63 * 128 = 32256): the lo and hi halves' sums
     // of register k go into one lane's two int16 and meet the pair (sc_lo, sc_hi) in one
     // vpdpwssd, instead of 16-element chains times vpmulld.
@@ -179,7 +185,7 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
     }
     return;
   }
-  if constexpr (kType == DType::kQ5_K) {
+  if constexpr (kType == DType::kQ5_K && !kMulld) {
     // An 8-element sum fits int16 (|sum| <= 8 * 31 * 128 = 31744) and sc_lo holds the scale
     // (0..63) in the low int16 of each lane and 0 in the high one, so each pair of registers'
     // sum takes one vpdpwssd (its low-word product is the exact sum * sc) instead of 16-element
@@ -203,6 +209,7 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
     ch = DpbusdBroadcast(ch, hi[k], x + 16 + 4 * k);
   }
   if constexpr (kType == DType::kQ4_K) {
+    static_assert(!kMulld);
     // Each half's sum fits int16 (|cl|, |ch / 16| <= 16 * 15 * 128 = 30720), and sc_lo holds
     // the scale (0..63) in the low int16 of each lane and 0 in the high one, so vpdpwssd's
     // low-word product is the exact cl * sc (the high word, cl's sign, meets the 0). That is
@@ -210,7 +217,7 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
     // chains through the units apart. ch = 16 x the high half's sum: the shift is exact.
     isum = _mm512_dpwssd_epi32(isum, cl, sc_lo);
     isum_hi = _mm512_dpwssd_epi32(isum_hi, _mm512_srai_epi32(ch, 4), sc_lo);
-  } else {
+  } else if constexpr (kType == DType::kIQ4_XS && !kMulld) {
     // IQ4_XS: the unit's sum c (|c| <= 32 * 241 * 128 < 2^20) does not fit int16, but its low
     // byte and c >> 8 do: the lane (c & 0xff, c >> 8) against (sc, 256 * sc) is one vpdpwssd,
     // sc * (c & 0xff) + 256 * sc * (c >> 8) = sc * c, instead of vpmulld and an add.
@@ -219,6 +226,11 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
         _mm_setr_epi8(0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14));
     const __m512i split = _mm512_shuffle_epi8(_mm512_add_epi32(cl, ch), split_bytes);
     isum = _mm512_dpwssd_epi32(isum, split, sc_hi);
+  } else if constexpr (kType == DType::kQ6_K) {
+    isum = _mm512_add_epi32(
+        isum, _mm512_add_epi32(_mm512_mullo_epi32(cl, sc_lo), _mm512_mullo_epi32(ch, sc_hi)));
+  } else {
+    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_add_epi32(cl, ch), sc_lo));
   }
 }
 
@@ -288,6 +300,10 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
   // L2-resident rate (Q4_K 512x2048, 1 thread, Zen 5: 67 -> 94 GB/s without the prefetches).
   constexpr int kLines = static_cast<int>(KQuantSuperBlockLayout(kType).sb_bytes / 64);
   constexpr int kLinesPerUnit = (kLines + 7) / 8;
+  // Decode of one token streams from memory; there the vpmulld path measured faster for all
+  // but Q4_K (Q6_K 0.73-0.98x with vpdpwssd, cold kernels_bench), while tiles of several tokens
+  // are bound by arithmetic and run 1.1-1.5x faster with vpdpwssd (pp512). Same sums either way.
+  constexpr bool kMulld = kType != DType::kQ4_K && T == 1;
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
     // sb + kPrefetchBytes, or the task's last super-block once that is nearer.
@@ -306,20 +322,18 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
       }
       __m512i lo[4], hi[4], sc_lo, sc_hi;
       UnitCodes<kType>(sb, j, lo, hi);
-      UnitScales<kType>(sb, pl, j, &sc_lo, &sc_hi);
+      UnitScales<kType, kMulld>(sb, pl, j, &sc_lo, &sc_hi);
 #pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
-        UnitDot<kType>(isum[t], isum_hi[t], lo, hi, sc_lo, sc_hi,
-                       act + t * al.bytes + 256 * s + 32 * j);
+        UnitDot<kType, kMulld>(isum[t], isum_hi[t], lo, hi, sc_lo, sc_hi,
+                               act + t * al.bytes + 256 * s + 32 * j);
       }
     }
     __m512 d, m;
     LoadFactors<kType>(sb, pl, &d, &m);
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
-      if constexpr (kType != DType::kIQ4_XS) {
-        isum[t] = _mm512_add_epi32(isum[t], isum_hi[t]);
-      }
+      isum[t] = _mm512_add_epi32(isum[t], isum_hi[t]);
       acc[t] = SuperBlockStep<kType>(acc[t], isum[t], sb, pl, act + t * al.bytes, al, s, d, m);
     }
   }
