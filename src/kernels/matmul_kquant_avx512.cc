@@ -4,14 +4,16 @@
 // One register holds 16 rows, one int32 lane each. Per token and 32-element unit j of a
 // super-block, the unit's 8 code registers (4 elements of a row per lane, unpacked from the
 // planes of kquant_packed.h) go through vpdpbusd, and the partial sums are multiplied by the
-// sub-block scales in the lanes and summed into S1. vpmulld costs more than it looks here
-// (without it the Q4_K / Q5_K / Q6_K prefill kernels ran 1.2-1.6x faster), so where the
-// partial sums fit int16 they meet the scales in vpdpwssd: Q4_K each 16-element half's sum,
-// Q5_K 8 elements' sums, Q6_K 4 elements' sums (two in a lane, one for each scale of the
-// pair), and IQ4_XS, whose sums do not fit, splits each unit's sum into its low byte and the
-// rest (two int16) against (sc, 256 sc). Offsets of the unsigned codes come back through the
-// activations' 16-element sums (bsum): Q6_K -32 * sum_j sc_j * bsum_j, IQ4_XS
-// -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's min term
+// sub-block scales in the lanes and summed into S1, by one of two paths with the same sums:
+// 16-element chains times vpmulld, or vpdpwssd of partial sums that fit int16 (Q4_K each
+// 16-element half's sum, Q5_K 8 elements' sums, Q6_K 4 elements' sums, two in a lane against
+// the pair of scales, and IQ4_XS, whose sums do not fit, each unit's sum split into its low
+// byte and the rest against (sc, 256 sc)). vpdpwssd made the prefill kernels (tiles of 4
+// tokens, bound by arithmetic) 1.2-1.6x faster, and Q4_K's one-token decode no slower; for
+// the other types' one-token decode, which streams from memory, it read the stream slower
+// (Q6_K 0.73-0.98x), so that case keeps vpmulld (GroupTokens' kMulld). Offsets of the unsigned
+// codes come back through the activations' 16-element sums (bsum): Q6_K -32 * sum_j sc_j * bsum_j,
+// IQ4_XS -128 * sum_j sc_j * bsum32_j, one vpdpwssd per pair of sub-blocks; Q4_K / Q5_K's min term
 // S2 = sum_j mn_j * bsum32_j the same way. The fp32 step per super-block is the reference's,
 //   acc = fma(float(S1), d * dx, acc);  with a min: acc = fma(float(S2), m * dx, acc)
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
@@ -167,8 +169,8 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
                                    const uint8_t* x) {
   if constexpr (kType == DType::kQ6_K && !kMulld) {
     // A 4-element sum fits int16 (|sum| <= 4 * 63 * 128 = 32256): the lo and hi halves' sums
-    // of register k go into one lane's two int16 and meet the pair (sc_lo, sc_hi) in one
-    // vpdpwssd, instead of 16-element chains times vpmulld.
+    // of register k go into one lane's two int16 and meet the scales of the two sub-blocks,
+    // (sc_2j, sc_2j+1) in sc_lo, in one vpdpwssd.
     const __m512i low_words = _mm512_set1_epi32(0xffff);
 #pragma GCC unroll 4
     for (int k = 0; k < 4; ++k) {
@@ -221,7 +223,7 @@ PAGELLM_KERNEL_INLINE void UnitDot(__m512i& isum, __m512i& isum_hi, const __m512
     // IQ4_XS: the unit's sum c (|c| <= 32 * 241 * 128 < 2^20) does not fit int16, but its low
     // byte and c >> 8 do: the lane (c & 0xff, c >> 8) against (sc, 256 * sc) is one vpdpwssd,
     // sc * (c & 0xff) + 256 * sc * (c >> 8) = sc * c, instead of vpmulld and an add.
-    // Bytes (b0, b1, b2, b3) of c -> (b0, 0, b1, b2): c >> 8 fits 16 bits, so b3 is its sign.
+    // Bytes (b0, b1, b2, b3) of c -> (b0, 0, b1, b2): c fits 24 bits, so b1, b2 are c >> 8.
     const __m512i split_bytes = _mm512_broadcast_i32x4(
         _mm_setr_epi8(0, -128, 1, 2, 4, -128, 5, 6, 8, -128, 9, 10, 12, -128, 13, 14));
     const __m512i split = _mm512_shuffle_epi8(_mm512_add_epi32(cl, ch), split_bytes);
