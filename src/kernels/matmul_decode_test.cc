@@ -156,8 +156,10 @@ TEST(MatMulDecodeTest, ActivationQuantizersAvx512EqualScalar) {
 // AVX-512 kernels over it equal the scalar reference bit for bit, for decode and prefill token
 // counts (tails of the 4-token tiles), ragged last row groups and any thread split; each token
 // alone gives its row of the batch result.
+// The types with a packed copy (kquant_packed.h).
+constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
+
 TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
-  constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
   std::mt19937 rng(19);
   ThreadPool pool(3);
@@ -202,7 +204,6 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
 // 4 * 63 * 127 must fit): a variant that lets a sum overflow int16 fails here, while random
 // codes rarely reach the bound.
 TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
-  constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
   const int64_t rows = 20, cols = 512;
   for (DType t : kPackedTypes) {

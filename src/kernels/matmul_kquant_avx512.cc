@@ -302,9 +302,7 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
   // L2-resident rate (Q4_K 512x2048, 1 thread, Zen 5: 67 -> 94 GB/s without the prefetches).
   constexpr int kLines = static_cast<int>(KQuantSuperBlockLayout(kType).sb_bytes / 64);
   constexpr int kLinesPerUnit = (kLines + 7) / 8;
-  // Decode of one token streams from memory; there the vpmulld path measured faster for all
-  // but Q4_K (Q6_K 0.73-0.98x with vpdpwssd, cold kernels_bench), while tiles of several tokens
-  // are bound by arithmetic and run 1.1-1.5x faster with vpdpwssd (pp512). Same sums either way.
+  // One-token tiles of all but Q4_K take vpmulld (the top of the file says why).
   constexpr bool kMulld = kType != DType::kQ4_K && T == 1;
   for (int64_t s = 0; s < pl.nsb; ++s) {
     const uint8_t* sb = group + s * pl.sb_bytes;
