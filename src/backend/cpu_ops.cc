@@ -65,18 +65,19 @@ void CpuOps::RmsNorm(const float* x, const float* weight, float eps, float* out,
   RmsNormAtLevel(level_, x, weight, eps, out, rows, dim);
 }
 
-MatMulNext CpuOps::NoteMatMul(const WeightMatrix* first, int64_t total_rows) {
-  if (last_matmul_ != nullptr) next_matmul_[last_matmul_] = {first, total_rows};
-  last_matmul_ = first;
-  const auto it = next_matmul_.find(first);
+MatMulNext CpuOps::NoteMatMul(const MatMulNext& call) {
+  if (last_matmul_ != nullptr) next_matmul_[last_matmul_] = call;
+  last_matmul_ = call.w[0];
+  const auto it = next_matmul_.find(call.w[0]);
   return it == next_matmul_.end() ? MatMulNext{} : it->second;
 }
 
 void CpuOps::MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) {
   auto p = [&](size_t i) { return MatMulOutput{&packed_.Get(*outs[i].w), outs[i].y}; };
-  int64_t total_rows = 0;
-  for (const MatMulOutput& o : outs) total_rows += o.w->rows;
-  const MatMulNext next = NoteMatMul(p(0).w, total_rows);
+  CHECK_LE(outs.size(), static_cast<size_t>(kMaxMatMulOutputs));
+  MatMulNext call;
+  for (size_t i = 0; i < outs.size(); ++i) call.w[call.count++] = p(i).w;
+  const MatMulNext next = NoteMatMul(call);
   switch (outs.size()) {
     case 1:
       MatMulAtLevel(level_, *p(0).w, x, rows, outs[0].y, pool_, next);
@@ -233,7 +234,9 @@ void CpuOps::Logits(const WeightMatrix& lm_head, const float* x, int64_t rows, F
   out->vocab_size = static_cast<int32_t>(lm_head.rows);
   out->logits.resize(static_cast<size_t>(rows) * lm_head.rows);
   const WeightMatrix& w = packed_.Get(lm_head);
-  MatMulAtLevel(level_, w, x, rows, out->logits.data(), pool_, NoteMatMul(&w, w.rows));
+  MatMulNext call;
+  call.w[call.count++] = &w;
+  MatMulAtLevel(level_, w, x, rows, out->logits.data(), pool_, NoteMatMul(call));
 }
 
 KvLayerView CpuOps::LayerView(int layer) const {

@@ -90,7 +90,8 @@ class CpuOps : public ForwardOps {
   // The order of MatMul calls, learned as they come (a decode step repeats it): for the first
   // (packed) matrix of a call, the call that followed it last time, so that idle threads can
   // read ahead into it (MatMulNext).
-  MatMulNext NoteMatMul(const WeightMatrix* first, int64_t total_rows);
+  // `call`: this call's (packed) matrices.
+  MatMulNext NoteMatMul(const MatMulNext& call);
   std::unordered_map<const WeightMatrix*, MatMulNext> next_matmul_;
   const WeightMatrix* last_matmul_ = nullptr;
 };

@@ -5,6 +5,7 @@
 
 #include "base/half.h"
 #include "base/huge_page_buffer.h"
+#include "base/stealing_ranges.h"
 #include "base/thread_pool.h"
 #include "pagellm/status.h"
 
@@ -120,6 +121,56 @@ TEST(ThreadPoolTest, ReadAheadKeepsJobsExact) {
     pool.Run(
         n, [&](int64_t t, int) { ++hits[t]; }, ra);
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "rep " << rep << " task " << i;
+  }
+}
+
+// Shares are contiguous and cover [0, units); an owner alone gets its share in order, and a
+// thief gets another share's units from the back.
+TEST(StealingRangesTest, OwnersInOrderThievesFromTheBack) {
+  StealingRanges r(10, 3);
+  EXPECT_EQ(r.ShareBegin(0), 0);
+  EXPECT_EQ(r.ShareEnd(0), 3);
+  EXPECT_EQ(r.ShareBegin(1), 3);
+  EXPECT_EQ(r.ShareEnd(1), 6);
+  EXPECT_EQ(r.ShareBegin(2), 6);
+  EXPECT_EQ(r.ShareEnd(2), 10);
+  int64_t u = -1;
+  ASSERT_TRUE(r.ClaimFront(1, &u));
+  EXPECT_EQ(u, 3);
+  ASSERT_TRUE(r.StealBack(1, &u));
+  EXPECT_EQ(u, 5);
+  ASSERT_TRUE(r.ClaimFront(1, &u));
+  EXPECT_EQ(u, 4);
+  EXPECT_FALSE(r.ClaimFront(1, &u));
+  EXPECT_FALSE(r.StealBack(1, &u));
+  for (int64_t want : {9, 8, 7, 6}) {
+    ASSERT_TRUE(r.StealBack(2, &u));
+    EXPECT_EQ(u, want);
+  }
+  EXPECT_FALSE(r.ClaimFront(2, &u));
+  StealingRanges empty(0, 2);
+  EXPECT_FALSE(empty.ClaimFront(0, &u));
+  EXPECT_FALSE(empty.StealBack(1, &u));
+}
+
+// Owners and thieves racing through the pool: every unit is handed out exactly once, whatever
+// the unit count (fewer units than parts included). The TSan stage runs this test too.
+TEST(StealingRangesTest, EveryUnitOnceUnderRacingThreads) {
+  ThreadPool pool(3);
+  for (int rep = 0; rep < 3000; ++rep) {
+    const int64_t units = rep % 97;
+    const int parts = 1 + rep % 4;
+    StealingRanges r(units, parts);
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(units));
+    pool.Run(parts, [&](int64_t part, int) {
+      int64_t u;
+      while (r.ClaimFront(static_cast<int>(part), &u)) hits[u].fetch_add(1);
+      for (int q = 0; q < parts; ++q) {
+        while (r.StealBack(q, &u)) hits[u].fetch_add(1);
+      }
+    });
+    for (int64_t i = 0; i < units; ++i)
+      ASSERT_EQ(hits[i].load(), 1) << "rep " << rep << " unit " << i;
   }
 }
 

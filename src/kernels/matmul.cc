@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "base/stealing_ranges.h"
 #include "kernels/kernel_tuning.h"
 #include "kernels/matmul_decode_internal.h"
 #include "kernels/matmul_internal.h"
@@ -32,19 +33,27 @@ constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
 // more: 8 MiB = 1,024 tokens of K = 2,048, 256 of K = 8,192.
 constexpr int64_t kTokenBlockBytes = 512 << 10;
 constexpr int64_t kAvx512FloatTokenBlockBytes = 8 << 20;
-// Task row ranges are multiples of this many row tiles.
+// Task row ranges are multiples of this many row tiles (a unit).
 constexpr int64_t kRowTilesPerSplit = 4;
-// Guided self-scheduling of row ranges (see MatMulManyAtLevel): each task takes this share of
-// the remaining rows per thread. (Equal tasks, 4 per thread, had been +8-12% over 2 per thread
-// in batch-1 decode; 6 and 16 were no better than 4: a thread slowed for a moment must be able
-// to hand its tail to the other, but every task start restarts a weight stream.)
+// Calls with at most this many tokens (decode, speculative verification) stream weights from
+// memory. Those of the decode-kernel formats give each thread a contiguous share of the units,
+// and a thread whose share is done steals single units from the back of another's
+// (StealingRanges): guided self-scheduling from one queue of shrinking tasks had restarted each
+// thread's weight stream, and the K-quant kernels' software prefetch, at every task it took, 5-10
+// times per call and thread.
+constexpr int64_t kDecodeMaxTokens = 16;
+// The other calls take guided self-scheduling: each task takes this share of the remaining rows
+// per thread. (Equal tasks, 4 per thread, had been +8-12% over 2 per thread in batch-1 decode;
+// 6 and 16 were no better than 4: a thread slowed for a moment must be able to hand its tail to
+// the other, but every task start restarts a weight stream.) Prefill, bound by arithmetic, has
+// no task under 1 / (kPrefillTasksPerThread * threads) of the rows: a short task repeats
+// per-task work (weight panel packing, activation tile copies) on fewer rows (single-unit tails
+// cost F16 pp512 ~2%).
 constexpr int64_t kGuidedShare = 2;
+constexpr int64_t kPrefillTasksPerThread = 4;
 // Tasks are at least 1 / kMaxGuidedTasks of the units, so a call has at most this many (plus
 // one per matrix where a cut falls at its end).
 constexpr int64_t kMaxGuidedTasks = 512;
-// Calls with more tokens than this (prefill) split rows into equal tasks instead.
-constexpr int64_t kGuidedMaxTokens = 16;
-constexpr int64_t kPrefillTasksPerThread = 4;
 
 struct Plan {
   MatMulBlockFn block = nullptr;
@@ -163,29 +172,54 @@ bool IsMatMulWeightType(DType t) {
 
 namespace {
 
-// Where the next call's first tasks start (see the guided split below): the caller claims task
-// 0 at the first row of next.first; a worker, woken a moment later, usually task 1, about
-// 1 / (kGuidedShare * threads) of the next call's rows further. Decode only (prefill is bound
-// by arithmetic), the decode-kernel formats only, and only with the read-ahead tuned on.
-ReadAhead DecodeReadAhead(const MatMulNext& next, int64_t n_tokens, int threads) {
-  const int64_t bytes = GetKernelTuning().idle_read_ahead_bytes;
-  if (next.first == nullptr || bytes == 0 || n_tokens > kGuidedMaxTokens || threads < 2) return {};
-  const WeightMatrix& w = *next.first;
-  // The decode-kernel formats only (K-quants, IQ4_XS, Q4_1, Q5_0/1): F16 decode measured 1-3%
-  // slower with it (Zen 5, busy bus), packed Q4_0 groups 5-6% slower in quiet minutes.
-  if (GetWeightFormat(w.dtype).matmul != MatMulFamily::kInt8Decode) return {};
-  const uint8_t* stream = w.packed != nullptr ? w.packed : w.data;
-  if (stream == nullptr || w.rows == 0) return {};
-  const int64_t first_task_rows = std::min(w.rows, next.total_rows / (kGuidedShare * threads));
-  const int64_t worker_offset = first_task_rows * w.row_bytes() / 64 * 64;
-  ReadAhead r;
-  r.caller = stream;
-  r.bytes = std::min(bytes, w.nbytes());
-  if (worker_offset > 0 && worker_offset < w.nbytes()) {
-    // Neither range runs past the first task's rows (the caller's) or the matrix (the worker's).
-    r.worker = stream + worker_offset;
-    r.bytes = std::min({r.bytes, worker_offset, w.nbytes() - worker_offset});
+// Units of a call's matrices (kRowTilesPerSplit row tiles of each one's kernel at `level`):
+// unit_begin[i] is matrix i's first, unit_begin[count] the total.
+void UnitSplit(SimdLevel level, const WeightMatrix* const* w, int count, int64_t* align,
+               int64_t* unit_begin) {
+  unit_begin[0] = 0;
+  for (int i = 0; i < count; ++i) {
+    align[i] = MakePlan(level, GetWeightFormat(w[i]->dtype)).row_tile * kRowTilesPerSplit;
+    unit_begin[i + 1] = unit_begin[i] + (w[i]->rows + align[i] - 1) / align[i];
   }
+}
+
+// Where the next call's threads start (see the decode split below), for its first two pool
+// threads: the caller (thread 0) and a worker take shares `flip` and `flip + 1` (mod the
+// shares). Decode only (prefill is bound by arithmetic), shares of the decode-kernel formats
+// only, and only with the read-ahead tuned on.
+ReadAhead DecodeReadAhead(SimdLevel level, const MatMulNext& next, int64_t n_tokens, int threads,
+                          int64_t flip) {
+  const int64_t bytes = GetKernelTuning().idle_read_ahead_bytes;
+  if (next.count == 0 || bytes == 0 || n_tokens > kDecodeMaxTokens || threads < 2) return {};
+  int64_t align[kMaxMatMulOutputs], unit_begin[kMaxMatMulOutputs + 1];
+  UnitSplit(level, next.w, next.count, align, unit_begin);
+  const int64_t units = unit_begin[next.count];
+  const int64_t parts = std::min<int64_t>(threads, units);
+  if (parts < 1) return {};
+  int64_t range_bytes = bytes;
+  // The first bytes of share s (StealingRanges' split; the packed layouts keep ~row_bytes a
+  // row), or null where its matrix is not of the decode-kernel formats (K-quants, IQ4_XS,
+  // Q4_1, Q5_0/1: F16 decode measured 1-3% slower with read-ahead, Zen 5, busy bus; packed Q4_0
+  // groups 5-6% slower in quiet minutes). Ranges stay inside the share's matrix and rows.
+  auto share_start = [&](int64_t s) -> const void* {
+    const int64_t u = units * s / parts, u_end = units * (s + 1) / parts;
+    int m = 0;
+    while (unit_begin[m + 1] <= u) ++m;
+    const WeightMatrix& w = *next.w[m];
+    if (GetWeightFormat(w.dtype).matmul != MatMulFamily::kInt8Decode) return nullptr;
+    const uint8_t* stream = w.packed != nullptr ? w.packed : w.data;
+    const int64_t begin = (u - unit_begin[m]) * align[m] * w.row_bytes() / 64 * 64;
+    const int64_t end = std::min(w.nbytes(), (std::min(u_end, unit_begin[m + 1]) - unit_begin[m]) *
+                                                 align[m] * w.row_bytes());
+    if (stream == nullptr || begin >= end) return nullptr;
+    range_bytes = std::min(range_bytes, end - begin);
+    return stream + begin;
+  };
+  ReadAhead r;
+  r.caller = share_start(flip % parts);
+  if (parts > 1) r.worker = share_start((flip + 1) % parts);
+  r.bytes = range_bytes;
+  if (r.caller == nullptr && r.worker == nullptr) return {};
   return r;
 }
 
@@ -293,69 +327,117 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     }
   }
 
-  // Contiguous row ranges aligned to whole row tiles, cut over all matrices together by
-  // guided self-scheduling: each task takes 1 / (kGuidedShare * threads) of the rows still
-  // unassigned (at least min_units, never across matrices). The pool hands tasks out in order,
-  // so long streams come first and the last tasks are single units: a thread slowed down (by
-  // another VM on the memory bus, a preempted vCPU) leaves at most one unit to wait for at the
-  // op's barrier. Ranges depend only on the shapes, the formats and the thread count. A unit is
-  // kRowTilesPerSplit row tiles of its matrix's kernel.
-  int64_t align[kMaxMatMulOutputs];
-  int64_t units = 0;
-  for (int i = 0; i < num_outs; ++i) {
-    align[i] = plans[i].row_tile * kRowTilesPerSplit;
-    units += (outs[i].w->rows + align[i] - 1) / align[i];
-  }
-  struct TaskRange {
-    int m;
-    int64_t r0, r1;
-  };
-  TaskRange task_ranges[kMaxGuidedTasks + kMaxMatMulOutputs];
-  int64_t min_units = (units + kMaxGuidedTasks - 1) / kMaxGuidedTasks;
-  // Prefill is bound by arithmetic, not by a shared bus, and a short task repeats per-task
-  // work (weight panel packing, activation tile copies) on fewer rows: there no task is under
-  // 1 / (kPrefillTasksPerThread * threads) of the rows (single-unit tails cost F16 pp512 ~2%).
-  if (n_tokens > kGuidedMaxTokens) {
-    const int64_t tasks_wanted = kPrefillTasksPerThread * threads;
-    min_units = std::max(min_units, (units + tasks_wanted - 1) / tasks_wanted);
-  }
-  const int64_t share = kGuidedShare * threads;
-  int64_t tasks = 0;
-  int64_t assigned = 0;  // units, over all matrices
-  for (int m = 0; m < num_outs; ++m) {
-    const int64_t rows = outs[m].w->rows;
-    const int64_t m_units = (rows + align[m] - 1) / align[m];
-    for (int64_t u = 0; u < m_units;) {
-      int64_t size = m_units - u;
-      if (threads > 1) {
-        size = std::min(size, std::max(min_units, (units - assigned + share - 1) / share));
-      }
-      CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
-      task_ranges[tasks++] = {m, u * align[m], std::min(rows, (u + size) * align[m])};
-      u += size;
-      assigned += size;
-    }
-  }
   // Token blocks as large as each kernel's cache blocking allows, whole token tiles.
   int64_t block_tokens[kMaxMatMulOutputs];
   for (int i = 0; i < num_outs; ++i) {
     const int64_t tt = plans[i].token_tile;
     block_tokens[i] = std::max<int64_t>(tt, plans[i].token_block_bytes / act_bytes[i] / tt * tt);
   }
-
-  auto run = [&](int64_t task, int) {
-    const TaskRange& tr = task_ranges[task];
-    const Plan& plan = plans[tr.m];
-    const int64_t bt = block_tokens[tr.m];
+  // Rows [r0, r1) of matrix m for every token; its kernel may prefetch on to prefetch_row_end.
+  auto run_rows = [&](int m, int64_t r0, int64_t r1, int64_t prefetch_row_end) {
+    MatMulArgs a = args[m];
+    a.prefetch_row_end = prefetch_row_end;
+    const int64_t bt = block_tokens[m];
     for (int64_t t0 = 0; t0 < n_tokens; t0 += bt) {
-      plan.block(args[tr.m], tr.r0, tr.r1, t0, std::min(n_tokens, t0 + bt));
+      plans[m].block(a, r0, r1, t0, std::min(n_tokens, t0 + bt));
     }
   };
-  if (tasks > 1 && threads > 1) {
-    pool->Run(tasks, run, DecodeReadAhead(next, n_tokens, threads));
-  } else {
-    for (int64_t task = 0; task < tasks; ++task) run(task, 0);
+  if (threads < 2) {
+    for (int m = 0; m < num_outs; ++m) run_rows(m, 0, outs[m].w->rows, 0);
+    return;
   }
+
+  // Work is split in units of kRowTilesPerSplit row tiles of each matrix's kernel, numbered
+  // over all matrices in order. Ranges never affect results: they depend only on the shapes,
+  // formats and thread count, and each output is computed by one kernel call whatever its range.
+  const WeightMatrix* mats[kMaxMatMulOutputs];
+  for (int i = 0; i < num_outs; ++i) mats[i] = outs[i].w;
+  int64_t align[kMaxMatMulOutputs], unit_begin[kMaxMatMulOutputs + 1];
+  UnitSplit(level, mats, num_outs, align, unit_begin);
+  const int64_t units = unit_begin[num_outs];
+  auto matrix_of = [&](int64_t u) {
+    int m = 0;
+    while (unit_begin[m + 1] <= u) ++m;
+    return m;
+  };
+  // The first row of matrix m's unit u (its row count for the unit after its last).
+  auto unit_row = [&](int m, int64_t u) {
+    return std::min(outs[m].w->rows, (u - unit_begin[m]) * align[m]);
+  };
+
+  // This thread's decode calls split into shares so far (see below).
+  thread_local int64_t share_calls = 0;
+  bool decode_formats = n_tokens <= kDecodeMaxTokens && threads <= StealingRanges::kMaxParts;
+  for (int i = 0; i < num_outs; ++i) {
+    decode_formats = decode_formats && formats[i]->matmul == MatMulFamily::kInt8Decode;
+  }
+  if (decode_formats) {
+    // Decode of the decode-kernel formats (K-quants, IQ4_XS, Q4_1, Q5_0/1): thread shares, one
+    // contiguous weight stream each (see kDecodeMaxTokens). The owner's kernel prefetches on to
+    // the end of its share's rows of the matrix; a stolen unit is a stream of its own. (Q4_0,
+    // Q8_0 and F16 decode keep the guided tasks below: Llama-3.2-1B Q4_0 measured 1.5% slower
+    // with shares, median of 10 alternating rounds, Zen 5.)
+    const int parts = static_cast<int>(std::min<int64_t>(threads, units));
+    StealingRanges shares(units, parts);
+    // Pool thread t owns share (t + flip) % parts: the owner of the last share, which ends at
+    // the last matrix's end, takes share 0 of the next call, whose first matrix usually follows
+    // in memory (PackedWeights keeps a decode step's order), so one thread's stream runs on
+    // across the calls (with a fixed assignment none did: Llama-3.2-1B Q4_0 / Q8_0 decode, then
+    // split this way too, measured 3-10% slower than with the guided tasks).
+    const int64_t flip = share_calls++;
+    auto run_unit = [&](int64_t u, bool owner, int64_t share_end) {
+      const int m = matrix_of(u);
+      const int64_t prefetch_end = owner ? unit_row(m, std::min(share_end, unit_begin[m + 1])) : 0;
+      run_rows(m, unit_row(m, u), unit_row(m, u + 1), prefetch_end);
+    };
+    // Every body steals from every share once its own is done, so the units are all run
+    // whichever threads run which bodies (a late worker may find nothing left).
+    auto part_body = [&](int64_t, int thread) {
+      const int p = static_cast<int>((thread + flip) % parts);
+      int64_t u;
+      if (thread < parts) {
+        while (shares.ClaimFront(p, &u)) run_unit(u, true, shares.ShareEnd(p));
+      }
+      for (int i = 1; i <= parts; ++i) {
+        while (shares.StealBack((p + i) % parts, &u)) run_unit(u, false, 0);
+      }
+    };
+    pool->Run(parts, part_body, DecodeReadAhead(level, next, n_tokens, threads, share_calls));
+    return;
+  }
+
+  // Prefill and the other formats' decode (or more threads than shares): contiguous row ranges cut
+  // over all matrices together by guided self-scheduling: each task takes 1 / (kGuidedShare *
+  // threads) of the units still unassigned (at least min_units, never across matrices). The pool
+  // hands tasks out in order, so long streams come first and the last tasks are short: a thread
+  // slowed down (by another VM on the memory bus, a preempted vCPU) leaves little to wait for at
+  // the op's barrier.
+  struct TaskRange {
+    int m;
+    int64_t r0, r1;
+  };
+  TaskRange task_ranges[kMaxGuidedTasks + kMaxMatMulOutputs];
+  int64_t min_units = (units + kMaxGuidedTasks - 1) / kMaxGuidedTasks;
+  if (n_tokens > kDecodeMaxTokens) {
+    const int64_t tasks_wanted = kPrefillTasksPerThread * threads;
+    min_units = std::max(min_units, (units + tasks_wanted - 1) / tasks_wanted);
+  }
+  const int64_t share = kGuidedShare * threads;
+  int64_t tasks = 0;
+  for (int m = 0; m < num_outs; ++m) {
+    for (int64_t u = unit_begin[m]; u < unit_begin[m + 1];) {
+      const int64_t size =
+          std::min(unit_begin[m + 1] - u, std::max(min_units, (units - u + share - 1) / share));
+      CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
+      task_ranges[tasks++] = {m, unit_row(m, u), unit_row(m, u + size)};
+      u += size;
+    }
+  }
+  auto run = [&](int64_t task, int) {
+    const TaskRange& tr = task_ranges[task];
+    run_rows(tr.m, tr.r0, tr.r1, 0);
+  };
+  pool->Run(tasks, run, DecodeReadAhead(level, next, n_tokens, threads, share_calls));
 }
 
 }  // namespace

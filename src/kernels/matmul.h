@@ -36,13 +36,14 @@ namespace pagellm {
 // pool may be null (runs on the calling thread). Uses ActiveSimdLevel(). y must not alias x.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool);
 
-// The MatMul call expected after this one (a decode step repeats its order of calls): its first
-// matrix and the rows of all its matrices. With KernelTuning::idle_read_ahead_bytes, threads
-// that run out of tasks prefetch where that call's first tasks start (ThreadPool ReadAhead);
-// results never depend on it.
+inline constexpr int kMaxMatMulOutputs = 4;
+
+// The MatMul call expected after this one (a decode step repeats its order of calls): its
+// matrices, in order. With KernelTuning::idle_read_ahead_bytes, threads that run out of work
+// prefetch where that call's threads start (ThreadPool ReadAhead); results never depend on it.
 struct MatMulNext {
-  const WeightMatrix* first = nullptr;
-  int64_t total_rows = 0;
+  const WeightMatrix* w[kMaxMatMulOutputs] = {};
+  int count = 0;
 };
 
 // As MatMul at an explicit SIMD level (for tests and benchmarks); CHECK-fails if the CPU lacks
@@ -55,7 +56,6 @@ struct MatMulOutput {
   const WeightMatrix* w = nullptr;
   float* y = nullptr;
 };
-inline constexpr int kMaxMatMulOutputs = 4;
 
 // MatMul of several matrices against the same x (e.g. the Q, K, V projections): one pool
 // dispatch when they share cols and input permutation, whatever their dtypes (K-quant files mix

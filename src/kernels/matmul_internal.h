@@ -81,6 +81,10 @@ struct MatMulArgs {
   const float* x = nullptr;     // F32/F16/BF16 weights: [n_tokens][cols]
   const uint8_t* qx = nullptr;  // Q8_0/Q4_0 weights: [n_tokens][QuantActsBytes(cols)]
   float* y = nullptr;           // [n_tokens][rows]
+  // The end of the rows this thread streams right after the block's (its share of a decode
+  // MatMul, matmul.cc): the packed decode kernels' software prefetch may run on up to it
+  // instead of stopping at the block's last row group. 0: stop at the block's end.
+  int64_t prefetch_row_end = 0;
 };
 
 // Computes y[t][r] for t in [t0, t1), r in [r0, r1).

@@ -354,8 +354,9 @@ void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
   CHECK_EQ(r0 % 16, 0) << "packed row ranges start on a group";
   const KQuantPackedLayout pl = GetKQuantPackedLayout(kType, w.rows, w.cols);
   const Q8KActsLayout al = GetQ8KActsLayout(w.cols);
-  // End of the task's last group: no prefetches past it (another task's rows).
-  const uint8_t* stop = w.packed + (r1 + 15) / 16 * pl.group_bytes;
+  // End of the last group this thread streams next: no prefetches past it (another thread's).
+  const int64_t prefetch_rows = std::min(w.rows, std::max(r1, a.prefetch_row_end));
+  const uint8_t* stop = w.packed + (prefetch_rows + 15) / 16 * pl.group_bytes;
   for (int64_t r = r0; r < r1; r += 16) {
     const uint8_t* group = w.packed + (r / 16) * pl.group_bytes;
     const int valid = static_cast<int>(std::min<int64_t>(16, r1 - r));
