@@ -78,15 +78,17 @@ constexpr InertFlag kFlags[] = {
     {"--reasoning-parser-plugin", nullptr, Arity::kValue, nullptr,
      "plugins are not loaded; --reasoning-parser deepseek_r1 | qwen3 are built in"},
     {"--guided-decoding-backend", nullptr, Arity::kValue, nullptr,
-     "structured output is not supported (such requests get 400)"},
+     "structured output always runs on the built-in grammar engine (docs/STRUCTURED_OUTPUTS.md)"},
     {"--guided-decoding-disable-fallback", nullptr, Arity::kValue, nullptr,
-     "structured output is not supported (such requests get 400)"},
+     "there is one grammar engine and no fallback: a constraint it cannot compile gets 400"},
     {"--guided-decoding-disable-any-whitespace", nullptr, Arity::kValue, nullptr,
-     "structured output is not supported (such requests get 400)"},
+     "not applied: JSON grammars allow whitespace between tokens; a request's whitespace_pattern "
+     "narrows it"},
     {"--guided-decoding-disable-additional-properties", nullptr, Arity::kValue, nullptr,
-     "structured output is not supported (such requests get 400)"},
+     "already so: an object schema with properties admits no other keys unless its "
+     "additionalProperties allows them"},
     {"--structured-outputs-config", nullptr, Arity::kValue, nullptr,
-     "structured output is not supported (such requests get 400)"},
+     "the grammar engine has no server-wide options (a request's whitespace_pattern is honoured)"},
     // Parallelism.
     {"--distributed-executor-backend", nullptr, Arity::kValue, nullptr,
      "one process runs the whole model"},
