@@ -87,10 +87,9 @@ class CpuOps : public ForwardOps {
   std::vector<float> moe_logits_, moe_weights_, moe_x_, moe_gate_, moe_up_, moe_y_;
   std::vector<int32_t> moe_ids_, moe_order_;
   std::vector<int64_t> moe_start_;
-  // The order of MatMul calls, learned as they come (a decode step repeats it): for the first
-  // (packed) matrix of a call, the call that followed it last time, so that idle threads can
-  // read ahead into it (MatMulNext).
-  // `call`: this call's (packed) matrices.
+  // The order of MatMul calls, learned as they come (a decode step repeats it): notes `call`
+  // (this call's packed matrices) and returns the call that followed it last time, keyed by
+  // its first matrix, so that idle threads can read ahead into it (MatMulNext).
   MatMulNext NoteMatMul(const MatMulNext& call);
   std::unordered_map<const WeightMatrix*, MatMulNext> next_matmul_;
   const WeightMatrix* last_matmul_ = nullptr;

@@ -367,11 +367,11 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
 
   // This thread's decode calls split into shares so far (see below).
   thread_local int64_t share_calls = 0;
-  bool decode_formats = n_tokens <= kDecodeMaxTokens && threads <= StealingRanges::kMaxParts;
+  bool split_in_shares = n_tokens <= kDecodeMaxTokens && threads <= StealingRanges::kMaxParts;
   for (int i = 0; i < num_outs; ++i) {
-    decode_formats = decode_formats && formats[i]->matmul == MatMulFamily::kInt8Decode;
+    split_in_shares = split_in_shares && formats[i]->matmul == MatMulFamily::kInt8Decode;
   }
-  if (decode_formats) {
+  if (split_in_shares) {
     // Decode of the decode-kernel formats (K-quants, IQ4_XS, Q4_1, Q5_0/1): thread shares, one
     // contiguous weight stream each (see kDecodeMaxTokens). The owner's kernel prefetches on to
     // the end of its share's rows of the matrix; a stolen unit is a stream of its own. (Q4_0,

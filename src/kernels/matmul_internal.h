@@ -82,8 +82,9 @@ struct MatMulArgs {
   const uint8_t* qx = nullptr;  // Q8_0/Q4_0 weights: [n_tokens][QuantActsBytes(cols)]
   float* y = nullptr;           // [n_tokens][rows]
   // The end of the rows this thread streams right after the block's (its share of a decode
-  // MatMul, matmul.cc): the packed decode kernels' software prefetch may run on up to it
-  // instead of stopping at the block's last row group. 0: stop at the block's end.
+  // MatMul, matmul.cc): the packed K-quant / IQ4_XS kernel's software prefetch may run on up to
+  // it instead of stopping at the block's last row group. 0: stop at the block's end. (The
+  // other formats' decode takes guided tasks, whose next task is elsewhere: they ignore it.)
   int64_t prefetch_row_end = 0;
 };
 

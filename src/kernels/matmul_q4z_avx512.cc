@@ -317,10 +317,8 @@ void MatMulQ4ZBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int
   const L<kShared> pl = GetQ4ZQuadLayout<kShared>(w.rows, w.cols);
   const int64_t nt = t1 - t0;
   const uint8_t* act0 = a.qx + t0 * l.bytes;
-  // End of the last group this thread streams next: the decode kernel prefetches no further.
-  const int64_t prefetch_rows = std::min(w.rows, std::max(r1, a.prefetch_row_end));
-  const uint8_t* stop =
-      packed ? w.packed + (prefetch_rows + kRows - 1) / kRows * pl.group_bytes : nullptr;
+  // End of the task's last group: the decode kernel prefetches no further.
+  const uint8_t* stop = packed ? w.packed + (r1 + kRows - 1) / kRows * pl.group_bytes : nullptr;
   for (int64_t r = r0; r < r1; r += kRows) {
     const uint8_t* group;
     if (packed) {

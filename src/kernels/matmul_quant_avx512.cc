@@ -524,9 +524,8 @@ void BlockPacked(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_
   const QuantPackedLayout pl = GetQuantPackedLayout(kType, w.rows, w.cols);
   const int64_t nt = t1 - t0;
   const uint8_t* act0 = a.qx + t0 * l.bytes;
-  // End of the last group this thread streams next: the decode kernels prefetch no further.
-  const int64_t prefetch_rows = std::min(w.rows, std::max(r1, a.prefetch_row_end));
-  const uint8_t* stop = w.packed + (prefetch_rows + kRows - 1) / kRows * pl.group_bytes;
+  // End of the task's last group: the decode kernels prefetch no further.
+  const uint8_t* stop = w.packed + (r1 + kRows - 1) / kRows * pl.group_bytes;
   for (int64_t r = r0; r < r1; r += kRows) {
     const uint8_t* group = w.packed + (r / kRows) * pl.group_bytes;
     const int valid = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
