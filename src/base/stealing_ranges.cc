@@ -19,7 +19,7 @@ constexpr int64_t BackOf(uint64_t v) {
 StealingRanges::StealingRanges(int64_t units, int parts) : parts_(parts) {
   CHECK(parts >= 1 && parts <= kMaxParts) << parts;
   CHECK(units >= 0 && units < (int64_t{1} << 31)) << units;
-  for (int p = 0; p <= parts; ++p) bounds_[p] = units * p / parts;
+  for (int p = 0; p <= parts; ++p) bounds_[p] = ShareBoundary(units, parts, p);
   for (int p = 0; p < parts; ++p) {
     shares_[p].front_back.store(Pack(bounds_[p], bounds_[p + 1]), std::memory_order_relaxed);
   }

@@ -18,11 +18,16 @@ class StealingRanges {
  public:
   static constexpr int kMaxParts = 64;
 
-  // parts in [1, kMaxParts]; units < 2^31. Part p's share is [units * p / parts,
-  // units * (p + 1) / parts).
+  // parts in [1, kMaxParts]; units < 2^31. Part p's share is [ShareBoundary(p),
+  // ShareBoundary(p + 1)).
   StealingRanges(int64_t units, int parts);
   StealingRanges(const StealingRanges&) = delete;
   StealingRanges& operator=(const StealingRanges&) = delete;
+
+  // The first unit of part p's share of `units` split `parts` ways (p == parts: units).
+  static constexpr int64_t ShareBoundary(int64_t units, int parts, int p) {
+    return units * p / parts;
+  }
 
   int parts() const { return parts_; }
   // Part p's share as it was before any claim.

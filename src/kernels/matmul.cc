@@ -172,16 +172,32 @@ bool IsMatMulWeightType(DType t) {
 
 namespace {
 
-// Units of a call's matrices (kRowTilesPerSplit row tiles of each one's kernel at `level`):
-// unit_begin[i] is matrix i's first, unit_begin[count] the total.
-void UnitSplit(SimdLevel level, const WeightMatrix* const* w, int count, int64_t* align,
-               int64_t* unit_begin) {
-  unit_begin[0] = 0;
-  for (int i = 0; i < count; ++i) {
-    align[i] = MakePlan(level, GetWeightFormat(w[i]->dtype)).row_tile * kRowTilesPerSplit;
-    unit_begin[i + 1] = unit_begin[i] + (w[i]->rows + align[i] - 1) / align[i];
+// A call's matrices cut into units of kRowTilesPerSplit row tiles of each one's kernel at
+// `level`, numbered over the matrices in order.
+struct UnitSplit {
+  UnitSplit(SimdLevel level, const WeightMatrix* const* w, int count) : count(count) {
+    begin[0] = 0;
+    for (int i = 0; i < count; ++i) {
+      rows[i] = w[i]->rows;
+      align[i] = MakePlan(level, GetWeightFormat(w[i]->dtype)).row_tile * kRowTilesPerSplit;
+      begin[i + 1] = begin[i] + (rows[i] + align[i] - 1) / align[i];
+    }
   }
-}
+  int64_t units() const { return begin[count]; }
+  // The matrix that unit u (< units()) belongs to.
+  int MatrixOf(int64_t u) const {
+    int m = 0;
+    while (begin[m + 1] <= u) ++m;
+    return m;
+  }
+  // The first row of matrix m's unit u (its row count for the unit after its last).
+  int64_t Row(int m, int64_t u) const { return std::min(rows[m], (u - begin[m]) * align[m]); }
+
+  int count;
+  int64_t rows[kMaxMatMulOutputs];
+  int64_t align[kMaxMatMulOutputs];
+  int64_t begin[kMaxMatMulOutputs + 1];  // matrix i's first unit; begin[count]: the total
+};
 
 // Where the next call's threads start (see the decode split below), for its first two pool
 // threads: the caller (thread 0) and a worker take shares `flip` and `flip + 1` (mod the
@@ -191,33 +207,30 @@ ReadAhead DecodeReadAhead(SimdLevel level, const MatMulNext& next, int64_t n_tok
                           int64_t flip) {
   const int64_t bytes = GetKernelTuning().idle_read_ahead_bytes;
   if (next.count == 0 || bytes == 0 || n_tokens > kDecodeMaxTokens || threads < 2) return {};
-  int64_t align[kMaxMatMulOutputs], unit_begin[kMaxMatMulOutputs + 1];
-  UnitSplit(level, next.w, next.count, align, unit_begin);
-  const int64_t units = unit_begin[next.count];
-  const int64_t parts = std::min<int64_t>(threads, units);
+  const UnitSplit split(level, next.w, next.count);
+  const int parts = static_cast<int>(std::min<int64_t>(threads, split.units()));
   if (parts < 1) return {};
   int64_t range_bytes = bytes;
   // The first bytes of share s (StealingRanges' split; the packed layouts keep ~row_bytes a
   // row), or null where its matrix is not of the decode-kernel formats (K-quants, IQ4_XS,
   // Q4_1, Q5_0/1: F16 decode measured 1-3% slower with read-ahead, Zen 5, busy bus; packed Q4_0
   // groups 5-6% slower in quiet minutes). Ranges stay inside the share's matrix and rows.
-  auto share_start = [&](int64_t s) -> const void* {
-    const int64_t u = units * s / parts, u_end = units * (s + 1) / parts;
-    int m = 0;
-    while (unit_begin[m + 1] <= u) ++m;
+  auto share_start = [&](int s) -> const void* {
+    const int64_t u = StealingRanges::ShareBoundary(split.units(), parts, s);
+    const int64_t u_end = StealingRanges::ShareBoundary(split.units(), parts, s + 1);
+    const int m = split.MatrixOf(u);
     const WeightMatrix& w = *next.w[m];
     if (GetWeightFormat(w.dtype).matmul != MatMulFamily::kInt8Decode) return nullptr;
     const uint8_t* stream = w.packed != nullptr ? w.packed : w.data;
-    const int64_t begin = (u - unit_begin[m]) * align[m] * w.row_bytes() / 64 * 64;
-    const int64_t end = std::min(w.nbytes(), (std::min(u_end, unit_begin[m + 1]) - unit_begin[m]) *
-                                                 align[m] * w.row_bytes());
+    const int64_t begin = split.Row(m, u) * w.row_bytes() / 64 * 64;
+    const int64_t end = split.Row(m, std::min(u_end, split.begin[m + 1])) * w.row_bytes();
     if (stream == nullptr || begin >= end) return nullptr;
     range_bytes = std::min(range_bytes, end - begin);
     return stream + begin;
   };
   ReadAhead r;
-  r.caller = share_start(flip % parts);
-  if (parts > 1) r.worker = share_start((flip + 1) % parts);
+  r.caller = share_start(static_cast<int>(flip % parts));
+  if (parts > 1) r.worker = share_start(static_cast<int>((flip + 1) % parts));
   r.bytes = range_bytes;
   if (r.caller == nullptr && r.worker == nullptr) return {};
   return r;
@@ -352,18 +365,8 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   // formats and thread count, and each output is computed by one kernel call whatever its range.
   const WeightMatrix* mats[kMaxMatMulOutputs];
   for (int i = 0; i < num_outs; ++i) mats[i] = outs[i].w;
-  int64_t align[kMaxMatMulOutputs], unit_begin[kMaxMatMulOutputs + 1];
-  UnitSplit(level, mats, num_outs, align, unit_begin);
-  const int64_t units = unit_begin[num_outs];
-  auto matrix_of = [&](int64_t u) {
-    int m = 0;
-    while (unit_begin[m + 1] <= u) ++m;
-    return m;
-  };
-  // The first row of matrix m's unit u (its row count for the unit after its last).
-  auto unit_row = [&](int m, int64_t u) {
-    return std::min(outs[m].w->rows, (u - unit_begin[m]) * align[m]);
-  };
+  const UnitSplit split(level, mats, num_outs);
+  const int64_t units = split.units();
 
   // This thread's decode calls split into shares so far (see below).
   thread_local int64_t share_calls = 0;
@@ -386,9 +389,10 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
     // split this way too, measured 3-10% slower than with the guided tasks).
     const int64_t flip = share_calls++;
     auto run_unit = [&](int64_t u, bool owner, int64_t share_end) {
-      const int m = matrix_of(u);
-      const int64_t prefetch_end = owner ? unit_row(m, std::min(share_end, unit_begin[m + 1])) : 0;
-      run_rows(m, unit_row(m, u), unit_row(m, u + 1), prefetch_end);
+      const int m = split.MatrixOf(u);
+      const int64_t prefetch_end =
+          owner ? split.Row(m, std::min(share_end, split.begin[m + 1])) : 0;
+      run_rows(m, split.Row(m, u), split.Row(m, u + 1), prefetch_end);
     };
     // Every body steals from every share once its own is done, so the units are all run
     // whichever threads run which bodies (a late worker may find nothing left).
@@ -425,11 +429,11 @@ void MatMulManyAtLevel(SimdLevel level, const MatMulOutput* outs, int num_outs, 
   const int64_t share = kGuidedShare * threads;
   int64_t tasks = 0;
   for (int m = 0; m < num_outs; ++m) {
-    for (int64_t u = unit_begin[m]; u < unit_begin[m + 1];) {
+    for (int64_t u = split.begin[m]; u < split.begin[m + 1];) {
       const int64_t size =
-          std::min(unit_begin[m + 1] - u, std::max(min_units, (units - u + share - 1) / share));
+          std::min(split.begin[m + 1] - u, std::max(min_units, (units - u + share - 1) / share));
       CHECK_LT(tasks, kMaxGuidedTasks + kMaxMatMulOutputs);
-      task_ranges[tasks++] = {m, unit_row(m, u), unit_row(m, u + size)};
+      task_ranges[tasks++] = {m, split.Row(m, u), split.Row(m, u + size)};
       u += size;
     }
   }
