@@ -4,12 +4,18 @@ GGUF files, measured back to back in one run. Prints a Markdown table of medians
 
 Usage:
   bench/compare_latency.py --llama-bench /path/to/llama-bench [--threads 2] [--pp 512] [--tg 128]
-      [--depth 0] [--reps 5] [--rounds 1] [--flash-attn 1] model1.gguf [model2.gguf ...]
+      [--depth 0] [--reps 5] [--rounds 1] [--flash-attn 1] [--bus-between ROOFLINE]
+      model1.gguf [model2.gguf ...]
 
 --rounds N alternates the engines N times per model (pagellm, llama.cpp, pagellm, ...), each
 time with --reps repetitions; the table gives the median t/s of each engine over the rounds and
 the median of the per-round ratios. On a machine whose memory bus is shared with other VMs the
 bandwidth moves between minutes; ratios of adjacent runs are what stays comparable.
+
+--bus-between build/bench/roofline reads the memory bus (roofline --json) right after each
+pagellm run, before llama-bench's, and adds that read as a last column (median over rounds): with
+a read taken just before the round, it brackets pagellm's own run on a bus whose load moves from
+minute to minute.
 
 llama.cpp is built outside this repository (see docs/BENCHMARKING.md); nothing of it is
 committed here.
@@ -34,6 +40,10 @@ def pagellm(binary, model, a):
                   str(a.tg), "-d", str(a.depth), "-r", str(a.reps), "-t", str(a.threads),
                   "--json"] + a.pagellm_args.split())
     return j["prefill_tokens_per_s"], j["decode_tokens_per_s"], j["weights_bytes"]
+
+
+def bus_read(roofline):
+    return run_json([roofline, "--json"])["read_bandwidth_gbs"]
 
 
 def llama_bench(binary, model, a):
@@ -73,17 +83,23 @@ def main():
                    help="extra llama-bench flags, e.g. '-ctk q8_0 -ctv q8_0'")
     p.add_argument("--bandwidth-gbs", type=float, default=0.0,
                    help="measured read bandwidth roofline, for the %% column")
+    p.add_argument("--bus-between", default="",
+                   help="roofline binary: read the bus after each pagellm run (last column)")
     a = p.parse_args()
     d = f"@d{a.depth}" if a.depth else ""
     print(f"| model | pagellm pp{a.pp}{d} t/s | llama.cpp pp{a.pp}{d} t/s | ratio | "
-          f"pagellm tg{a.tg}{d} t/s | llama.cpp tg{a.tg}{d} t/s | ratio | pagellm decode GB/s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          f"pagellm tg{a.tg}{d} t/s | llama.cpp tg{a.tg}{d} t/s | ratio | pagellm decode GB/s |"
+          + (" bus after pagellm GB/s |" if a.bus_between else ""))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if a.bus_between else ""))
     commit = "?"
     for m in a.models:
         rounds = []  # (pagellm pp, pagellm tg, llama pp, llama tg) per round
         wbytes = 0
+        between = []  # bus reads after each pagellm run
         for _ in range(a.rounds):
             ppp, ptg, wbytes = pagellm(a.pagellm, m, a)
+            if a.bus_between:
+                between.append(bus_read(a.bus_between))
             lpp, ltg, commit = llama_bench(a.llama_bench, m, a)
             rounds.append((ppp, ptg, lpp, ltg))
 
@@ -106,7 +122,8 @@ def main():
             tg_cells = f"{ptg:.2f} | {ltg:.2f} | {ratio(1, 3):.2f}x | {gbs:.1f}{roof}"
         else:  # --tg 0: prefill only
             tg_cells = "- | - | - | -"
-        print(f"| {os.path.basename(m)} | {pp_cells} | {tg_cells} |")
+        bus_cell = f" {statistics.median(between):.1f} |" if between else ""
+        print(f"| {os.path.basename(m)} | {pp_cells} | {tg_cells} |{bus_cell}")
         if a.rounds > 1:
             per = ", ".join(
                 f"{r[1] / r[3]:.2f}x" if a.tg > 0 and r[1] and r[3] else f"{r[0] / r[2]:.2f}x"
