@@ -18,6 +18,7 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
     f.avx_vnni = __builtin_cpu_supports("avxvnni");
 #endif
+    f.gfni = __builtin_cpu_supports("gfni");
 #endif
     return f;
   }();
@@ -60,6 +61,7 @@ std::string CpuFeaturesString() {
   if (f.avx512_vnni) s += "AVX512_VNNI ";
   if (f.avx512_bf16) s += "AVX512_BF16 ";
   if (f.avx_vnni) s += "AVX_VNNI ";
+  if (f.gfni) s += "GFNI ";
   if (!s.empty()) s.pop_back();
   return s;
 }

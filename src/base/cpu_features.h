@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx_vnni = false;
+  bool gfni = false;  // GF(2) affine byte transforms (vgf2p8affineqb)
 };
 
 const CpuFeatures& GetCpuFeatures();

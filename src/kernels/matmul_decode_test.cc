@@ -159,6 +159,32 @@ TEST(MatMulDecodeTest, ActivationQuantizersAvx512EqualScalar) {
 // The types with a packed copy (kquant_packed.h).
 constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
 
+// Each packed type, and Q5_K once more with its GFNI path where the CPU has GFNI (the
+// kernel decodes the fifth bits either way; kernels_internal::avx512::KQuantGfniEnabled).
+struct PackedVariant {
+  DType type;
+  bool gfni;
+};
+std::vector<PackedVariant> PackedVariants() {
+  std::vector<PackedVariant> v;
+  for (DType t : kPackedTypes) {
+    v.push_back({t, false});
+    if (t == DType::kQ5_K && GetCpuFeatures().gfni) v.push_back({t, true});
+  }
+  return v;
+}
+
+// Sets the kernel's GFNI switch for one variant; restores it when the test ends.
+class GfniSwitch {
+ public:
+  GfniSwitch() : saved_(kernels_internal::avx512::KQuantGfniEnabled()) {}
+  ~GfniSwitch() { kernels_internal::avx512::SetKQuantGfniForTesting(saved_); }
+  void Set(bool on) { kernels_internal::avx512::SetKQuantGfniForTesting(on); }
+
+ private:
+  bool saved_;
+};
+
 TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
   std::mt19937 rng(19);
@@ -167,7 +193,10 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
     int64_t rows, cols;
   };
   const Shape shapes[] = {{1, 256}, {16, 512}, {37, 768}, {100, 2048}, {33, 4096}};
-  for (DType t : kPackedTypes) {
+  GfniSwitch gfni;
+  for (const PackedVariant& variant : PackedVariants()) {
+    const DType t = variant.type;
+    gfni.Set(variant.gfni);
     for (const Shape& sh : shapes) {
       OwnedWeights ow = RandomBlocks(rng, t, sh.rows, sh.cols);
       PackedWeights packed;
@@ -181,8 +210,8 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
         const std::vector<float> y2 = RunAt(SimdLevel::kAvx512, pw, x, n, &pool);
         for (int64_t i = 0; i < n * sh.rows; ++i) {
           ASSERT_TRUE(SameBits(y1[i], ref[i]) && SameBits(y2[i], ref[i]))
-              << DTypeName(t) << " " << sh.rows << "x" << sh.cols << " n " << n << " at " << i
-              << ": " << y1[i] << " / " << y2[i] << " vs " << ref[i];
+              << DTypeName(t) << (variant.gfni ? " gfni " : " ") << sh.rows << "x" << sh.cols
+              << " n " << n << " at " << i << ": " << y1[i] << " / " << y2[i] << " vs " << ref[i];
         }
         for (int64_t tok = 0; tok < n; tok += 2) {
           const std::vector<float> xt(x.begin() + tok * sh.cols, x.begin() + (tok + 1) * sh.cols);
@@ -206,7 +235,10 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
 TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
   const int64_t rows = 20, cols = 512;
-  for (DType t : kPackedTypes) {
+  GfniSwitch gfni;
+  for (const PackedVariant& variant : PackedVariants()) {
+    const DType t = variant.type;
+    gfni.Set(variant.gfni);
     for (const uint8_t fill : {uint8_t{0xff}, uint8_t{0x80}}) {
       OwnedWeights ow;
       ow.w.dtype = t;
@@ -240,8 +272,9 @@ TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
           const std::vector<float> y = RunAt(SimdLevel::kAvx512, pw, x, n, nullptr);
           for (int64_t i = 0; i < n * rows; ++i) {
             ASSERT_TRUE(SameBits(y[i], ref[i]))
-                << DTypeName(t) << " fill " << int{fill} << " n " << n << " first pattern " << first
-                << " at " << i << ": " << y[i] << " vs " << ref[i];
+                << DTypeName(t) << (variant.gfni ? " gfni" : "") << " fill " << int{fill} << " n "
+                << n << " first pattern " << first << " at " << i << ": " << y[i] << " vs "
+                << ref[i];
           }
         }
       }
