@@ -19,7 +19,7 @@
 // and the integer sums are exact, so every lane equals the scalar reference bit for bit, for
 // any batch size and row split. Where the CPU has GFNI, Q5_K moves each code's fifth bit into
 // place with one vgf2p8affineqb instead of a shift and a mask (5 operations per register pair
-// instead of 7: its L2-resident one-token rate 74-76 -> 82-90 GB/s, prefill +5-12%; Q6_K's
+// instead of 6-7: its L2-resident one-token rate 74-76 -> 82-90 GB/s, prefill +5-12%; Q6_K's
 // lo4 high nibbles taken the same way measured within noise, so Q6_K keeps shift and mask). Tiles
 // of up to kTile tokens each stream the group once (a prefill group, 16 rows x cols, is
 // L1/L2-resident after the first tile).
@@ -97,7 +97,7 @@ inline __m512i NibbleAndBit4(__m512i a, __m512i b, __m512i m0f) {
   return _mm512_ternarylogic_epi32(a, b, m0f, 0xe4);
 }
 
-// Q5_K register k of a unit with GFNI: 5 operations for the pair instead of 7.
+// Q5_K register k of a unit with GFNI: 5 operations for the pair instead of 7 (6 for k = 0).
 template <int k>
 PAGELLM_KERNEL_INLINE void Q5kCodesGfni(__m512i n, __m512i extra, __m512i m0f, __m512i* lo,
                                         __m512i* hi) {
