@@ -73,10 +73,11 @@ MatMulNext CpuOps::NoteMatMul(const MatMulNext& call) {
 }
 
 void CpuOps::MatMul(std::span<const MatMulOutput> outs, const float* x, int64_t rows) {
-  auto p = [&](size_t i) { return MatMulOutput{&packed_.Get(*outs[i].w), outs[i].y}; };
   CHECK_LE(outs.size(), static_cast<size_t>(kMaxMatMulOutputs));
+  // The packed copies, looked up once per matrix (a hash lookup each).
   MatMulNext call;
-  for (size_t i = 0; i < outs.size(); ++i) call.w[call.count++] = p(i).w;
+  for (const MatMulOutput& o : outs) call.w[call.count++] = &packed_.Get(*o.w);
+  auto p = [&](size_t i) { return MatMulOutput{call.w[i], outs[i].y}; };
   const MatMulNext next = NoteMatMul(call);
   switch (outs.size()) {
     case 1:
