@@ -19,6 +19,7 @@ const CpuFeatures& GetCpuFeatures() {
     f.avx_vnni = __builtin_cpu_supports("avxvnni");
 #endif
     f.gfni = __builtin_cpu_supports("gfni");
+    f.avx512_vbmi = __builtin_cpu_supports("avx512vbmi");
 #endif
     return f;
   }();
@@ -62,6 +63,7 @@ std::string CpuFeaturesString() {
   if (f.avx512_bf16) s += "AVX512_BF16 ";
   if (f.avx_vnni) s += "AVX_VNNI ";
   if (f.gfni) s += "GFNI ";
+  if (f.avx512_vbmi) s += "AVX512_VBMI ";
   if (!s.empty()) s.pop_back();
   return s;
 }

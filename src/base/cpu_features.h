@@ -13,7 +13,8 @@ struct CpuFeatures {
   bool avx512_bf16 = false;
   bool avx512_vnni = false;
   bool avx_vnni = false;
-  bool gfni = false;  // GF(2) affine byte transforms (vgf2p8affineqb)
+  bool gfni = false;         // GF(2) affine byte transforms (vgf2p8affineqb)
+  bool avx512_vbmi = false;  // byte permutes across a register (vpermb)
 };
 
 const CpuFeatures& GetCpuFeatures();

@@ -260,10 +260,11 @@ void MatMulDecodeBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
 // has one (row ranges then start on 16-row groups), else MatMulDecodeBlock.
 template <DType kType>
 void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1);
-// Whether the Q5_K kernel decodes its fifth bits with GFNI (vgf2p8affineqb): where the CPU has
-// it, unless PAGELLM_GFNI=0 (A/B runs); tests switch it to run both paths. Same results.
-bool KQuantGfniEnabled();
-void SetKQuantGfniForTesting(bool enabled);
+// Whether the packed kernels unpack codes with byte-instruction extensions: Q5_K's fifth bits by
+// GFNI (vgf2p8affineqb), IQ4_XS's table lookups by AVX512-VBMI (vpermb). Each where the CPU has
+// it, unless PAGELLM_GFNI=0 / PAGELLM_VBMI=0 (A/B runs). Same results. Tests turn both off to
+// run the base paths, and back on (as the CPU and environment allow).
+void SetKQuantByteIsaForTesting(bool enabled);
 }  // namespace avx512
 
 // Per-calling-thread scratch of at least `bytes`, 64-byte aligned (grows, never shrinks).

@@ -159,30 +159,30 @@ TEST(MatMulDecodeTest, ActivationQuantizersAvx512EqualScalar) {
 // The types with a packed copy (kquant_packed.h).
 constexpr DType kPackedTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS};
 
-// Each packed type, and Q5_K once more with its GFNI path where the CPU has GFNI (the
-// kernel decodes the fifth bits either way; kernels_internal::avx512::KQuantGfniEnabled).
+// Each packed type, and once more with its byte-instruction path where the CPU has it: Q5_K
+// with GFNI, IQ4_XS with AVX512-VBMI (the kernels unpack the codes either way;
+// kernels_internal::avx512::SetKQuantByteIsaForTesting).
 struct PackedVariant {
   DType type;
-  bool gfni;
+  bool byte_isa;
 };
 std::vector<PackedVariant> PackedVariants() {
+  const CpuFeatures& f = GetCpuFeatures();
   std::vector<PackedVariant> v;
   for (DType t : kPackedTypes) {
     v.push_back({t, false});
-    if (t == DType::kQ5_K && GetCpuFeatures().gfni) v.push_back({t, true});
+    if ((t == DType::kQ5_K && f.gfni) || (t == DType::kIQ4_XS && f.avx512_vbmi)) {
+      v.push_back({t, true});
+    }
   }
   return v;
 }
 
-// Sets the kernel's GFNI switch for one variant; restores it when the test ends.
-class GfniSwitch {
+// Sets the kernels' byte-instruction switch for one variant; back on when the test ends.
+class ByteIsaSwitch {
  public:
-  GfniSwitch() : saved_(kernels_internal::avx512::KQuantGfniEnabled()) {}
-  ~GfniSwitch() { kernels_internal::avx512::SetKQuantGfniForTesting(saved_); }
-  void Set(bool on) { kernels_internal::avx512::SetKQuantGfniForTesting(on); }
-
- private:
-  bool saved_;
+  ~ByteIsaSwitch() { kernels_internal::avx512::SetKQuantByteIsaForTesting(true); }
+  void Set(bool on) { kernels_internal::avx512::SetKQuantByteIsaForTesting(on); }
 };
 
 TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
@@ -193,10 +193,10 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
     int64_t rows, cols;
   };
   const Shape shapes[] = {{1, 256}, {16, 512}, {37, 768}, {100, 2048}, {33, 4096}};
-  GfniSwitch gfni;
+  ByteIsaSwitch byte_isa;
   for (const PackedVariant& variant : PackedVariants()) {
     const DType t = variant.type;
-    gfni.Set(variant.gfni);
+    byte_isa.Set(variant.byte_isa);
     for (const Shape& sh : shapes) {
       OwnedWeights ow = RandomBlocks(rng, t, sh.rows, sh.cols);
       PackedWeights packed;
@@ -210,8 +210,9 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
         const std::vector<float> y2 = RunAt(SimdLevel::kAvx512, pw, x, n, &pool);
         for (int64_t i = 0; i < n * sh.rows; ++i) {
           ASSERT_TRUE(SameBits(y1[i], ref[i]) && SameBits(y2[i], ref[i]))
-              << DTypeName(t) << (variant.gfni ? " gfni " : " ") << sh.rows << "x" << sh.cols
-              << " n " << n << " at " << i << ": " << y1[i] << " / " << y2[i] << " vs " << ref[i];
+              << DTypeName(t) << (variant.byte_isa ? " byte-isa " : " ") << sh.rows << "x"
+              << sh.cols << " n " << n << " at " << i << ": " << y1[i] << " / " << y2[i] << " vs "
+              << ref[i];
         }
         for (int64_t tok = 0; tok < n; tok += 2) {
           const std::vector<float> xt(x.begin() + tok * sh.cols, x.begin() + (tok + 1) * sh.cols);
@@ -235,10 +236,10 @@ TEST(MatMulDecodeTest, PackedKQuantEqualsScalarAndIsBatchInvariant) {
 TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
   if (!MatMulUsesPackedWeights(DType::kQ4_K)) GTEST_SKIP() << "no packed kernels on this CPU";
   const int64_t rows = 20, cols = 512;
-  GfniSwitch gfni;
+  ByteIsaSwitch byte_isa;
   for (const PackedVariant& variant : PackedVariants()) {
     const DType t = variant.type;
-    gfni.Set(variant.gfni);
+    byte_isa.Set(variant.byte_isa);
     for (const uint8_t fill : {uint8_t{0xff}, uint8_t{0x80}}) {
       OwnedWeights ow;
       ow.w.dtype = t;
@@ -272,8 +273,8 @@ TEST(MatMulDecodeTest, PackedKQuantExactAtTheLargestCodesAndActivations) {
           const std::vector<float> y = RunAt(SimdLevel::kAvx512, pw, x, n, nullptr);
           for (int64_t i = 0; i < n * rows; ++i) {
             ASSERT_TRUE(SameBits(y[i], ref[i]))
-                << DTypeName(t) << (variant.gfni ? " gfni" : "") << " fill " << int{fill} << " n "
-                << n << " first pattern " << first << " at " << i << ": " << y[i] << " vs "
+                << DTypeName(t) << (variant.byte_isa ? " byte-isa" : "") << " fill " << int{fill}
+                << " n " << n << " first pattern " << first << " at " << i << ": " << y[i] << " vs "
                 << ref[i];
           }
         }
