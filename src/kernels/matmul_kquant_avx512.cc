@@ -430,13 +430,23 @@ bool EnvAllows(const char* name) {
 std::atomic<bool> gfni_enabled{GetCpuFeatures().gfni && EnvAllows("PAGELLM_GFNI")};
 std::atomic<bool> vbmi_enabled{GetCpuFeatures().avx512_vbmi && EnvAllows("PAGELLM_VBMI")};
 
-template <DType kType>
-CodeIsa ActiveCodeIsa() {
-  if (kType == DType::kQ5_K && gfni_enabled.load(std::memory_order_relaxed)) return CodeIsa::kGfni;
-  if (kType == DType::kIQ4_XS && vbmi_enabled.load(std::memory_order_relaxed)) {
-    return CodeIsa::kVbmi;
+// The extension that unpacks kType's codes with fewer operations (kBase: none does).
+constexpr CodeIsa ByteIsaOf(DType type) {
+  return type == DType::kQ5_K     ? CodeIsa::kGfni
+         : type == DType::kIQ4_XS ? CodeIsa::kVbmi
+                                  : CodeIsa::kBase;
+}
+
+bool ByteIsaEnabled(CodeIsa isa) {
+  switch (isa) {
+    case CodeIsa::kGfni:
+      return gfni_enabled.load(std::memory_order_relaxed);
+    case CodeIsa::kVbmi:
+      return vbmi_enabled.load(std::memory_order_relaxed);
+    case CodeIsa::kBase:
+      break;
   }
-  return CodeIsa::kBase;
+  return false;
 }
 
 }  // namespace
@@ -471,19 +481,13 @@ void MatMulKQuantBlock(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t t0, 
         float* y = a.y + t * w.rows + r;
         WithPrefetchTarget(kPrefetchBytes, kPrefetchToL2, [&](auto target) {
           constexpr PrefetchTarget kTarget = decltype(target)::value;
-          switch (ActiveCodeIsa<kType>()) {
-            case CodeIsa::kGfni:
-              GroupTokens<kType, kT, kTarget, CodeIsa::kGfni>(group, pl, al, x, valid, y, w.rows,
-                                                              stop);
-              break;
-            case CodeIsa::kVbmi:
-              GroupTokens<kType, kT, kTarget, CodeIsa::kVbmi>(group, pl, al, x, valid, y, w.rows,
-                                                              stop);
-              break;
-            case CodeIsa::kBase:
-              GroupTokens<kType, kT, kTarget, CodeIsa::kBase>(group, pl, al, x, valid, y, w.rows,
-                                                              stop);
-              break;
+          // Two variants per type at most (one where kIsa is kBase).
+          constexpr CodeIsa kIsa = ByteIsaOf(kType);
+          if (ByteIsaEnabled(kIsa)) {
+            GroupTokens<kType, kT, kTarget, kIsa>(group, pl, al, x, valid, y, w.rows, stop);
+          } else {
+            GroupTokens<kType, kT, kTarget, CodeIsa::kBase>(group, pl, al, x, valid, y, w.rows,
+                                                            stop);
           }
         });
       });
