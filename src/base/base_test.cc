@@ -53,6 +53,21 @@ TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
 
 // A huge-page buffer starts on a 2 MiB boundary, is writable over its whole size, moves
 // without copying, and ReleasePages keeps anonymous contents.
+TEST(HugePageBufferTest, ParsesAnonHugePagesOfSmapsRollup) {
+  const char* rollup =
+      "55d0c0000000-7ffd00000000 ---p 00000000 00:00 0  [rollup]\n"
+      "Rss:             1262148 kB\n"
+      "ShmemPmdMapped:        0 kB\n"
+      "AnonHugePages:    993280 kB\n"
+      "FilePmdMapped:     4096 kB\n";
+  EXPECT_EQ(ParseAnonHugePageBytes(rollup), int64_t{993280} * 1024);
+  EXPECT_EQ(ParseAnonHugePageBytes("Rss: 10 kB\nAnonHugePages: 0 kB\n"), 0);
+  EXPECT_EQ(ParseAnonHugePageBytes("Rss: 10 kB\n"), -1);
+  EXPECT_EQ(ParseAnonHugePageBytes("Rss: 10 kB\nXAnonHugePages: 4 kB\n"), -1);
+  EXPECT_EQ(ParseAnonHugePageBytes("AnonHugePages: kB\n"), -1);
+  EXPECT_GE(ProcessHugePageBytes(), -1);
+}
+
 TEST(HugePageBufferTest, AlignedWritableMovable) {
   const size_t bytes = (size_t{5} << 20) + 123;
   HugePageBuffer a(bytes);

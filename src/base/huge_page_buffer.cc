@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
 #include <utility>
 
 namespace pagellm {
@@ -34,6 +37,27 @@ void ReleasePages(const void* p, size_t bytes) {
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(p) + kPage - 1) & ~(kPage - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes) & ~(kPage - 1);
   if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+}
+
+int64_t ParseAnonHugePageBytes(std::string_view smaps) {
+  constexpr std::string_view kKey = "AnonHugePages:";
+  size_t at = smaps.find(kKey);
+  if (at == std::string_view::npos || (at > 0 && smaps[at - 1] != '\n')) return -1;
+  at += kKey.size();
+  while (at < smaps.size() && smaps[at] == ' ') ++at;
+  int64_t kib = 0;
+  bool digits = false;
+  for (; at < smaps.size() && smaps[at] >= '0' && smaps[at] <= '9'; ++at, digits = true) {
+    kib = kib * 10 + (smaps[at] - '0');
+  }
+  return digits ? kib * 1024 : -1;
+}
+
+int64_t ProcessHugePageBytes() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  if (!in) return -1;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return ParseAnonHugePageBytes(text);
 }
 
 HugePageBuffer::HugePageBuffer(size_t bytes) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace pagellm {
 
@@ -41,5 +42,12 @@ class HugePageBuffer {
 // contents live elsewhere, e.g. weights copied out of a file mapping. Contents are kept: a
 // later read of a file-backed page faults it back in from the file. A hint; errors are ignored.
 void ReleasePages(const void* p, size_t bytes);
+
+// Bytes of this process's anonymous memory on transparent huge pages (the AnonHugePages line of
+// /proc/self/smaps_rollup), or -1 where the kernel does not report it. Benchmarks report it so
+// that a slow decode run can be told apart from one whose weight copies fell back to 4 KiB pages.
+int64_t ProcessHugePageBytes();
+// The AnonHugePages value of an smaps / smaps_rollup text in bytes, or -1 without that line.
+int64_t ParseAnonHugePageBytes(std::string_view smaps);
 
 }  // namespace pagellm

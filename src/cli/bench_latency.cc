@@ -7,6 +7,7 @@
 
 #include "base/cpu_features.h"
 #include "base/cpu_identity.h"
+#include "base/huge_page_buffer.h"
 #include "cli/bench_commands.h"
 #include "cli/engine_flags.h"
 #include "cli/vllm_compat_flags.h"
@@ -168,6 +169,9 @@ int RunLatency(const LatencyOptions& o) {
       {"decode_samples", tg},
       // Decode reads every weight once per token: the bandwidth it implies.
       {"decode_weight_gb_per_s", tg_med * weight_gb},
+      // After the runs: how much of the process (the packed weight copies above all) sits on
+      // 2 MiB pages; -1 where the kernel does not say.
+      {"anon_huge_page_bytes", ProcessHugePageBytes()},
   };
   const bool split = o.tensor_parallel_size > 1;
   if (split) {
@@ -192,6 +196,8 @@ int RunLatency(const LatencyOptions& o) {
     if (!tg.empty())
       fmt::print("decode  tg{}: {:.2f} tokens/s (median of {}; {:.1f} GB/s of weights)\n",
                  o.gen_tokens, tg_med, tg.size(), tg_med * weight_gb);
+    if (const int64_t huge = j["anon_huge_page_bytes"].get<int64_t>(); huge >= 0)
+      fmt::print("anonymous memory on 2 MiB pages: {:.1f} MiB\n", huge / 1048576.0);
     auto print_comm = [](const char* what, const CommTotals& c) {
       const nlohmann::json k = c.Json();
       fmt::print(
