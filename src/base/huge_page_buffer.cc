@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -46,11 +47,9 @@ int64_t ParseAnonHugePageBytes(std::string_view smaps) {
   at += kKey.size();
   while (at < smaps.size() && smaps[at] == ' ') ++at;
   int64_t kib = 0;
-  bool digits = false;
-  for (; at < smaps.size() && smaps[at] >= '0' && smaps[at] <= '9'; ++at, digits = true) {
-    kib = kib * 10 + (smaps[at] - '0');
-  }
-  return digits ? kib * 1024 : -1;
+  const char* end = smaps.data() + smaps.size();
+  const std::from_chars_result r = std::from_chars(smaps.data() + at, end, kib);
+  return r.ec == std::errc() ? kib * 1024 : -1;
 }
 
 int64_t ProcessHugePageBytes() {

@@ -423,12 +423,18 @@ void GroupTokens(const uint8_t* group, const KQuantPackedLayout& pl, const Q8KAc
 }
 
 // Where the CPU has the extension, unless its environment variable is 0 (A/B runs).
-bool EnvAllows(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || e[0] != '0';
+bool Allowed(bool cpu_has, const char* env_name) {
+  const char* e = std::getenv(env_name);
+  return cpu_has && (e == nullptr || e[0] != '0');
 }
-std::atomic<bool> gfni_enabled{GetCpuFeatures().gfni && EnvAllows("PAGELLM_GFNI")};
-std::atomic<bool> vbmi_enabled{GetCpuFeatures().avx512_vbmi && EnvAllows("PAGELLM_VBMI")};
+bool GfniAllowed() {
+  return Allowed(GetCpuFeatures().gfni, "PAGELLM_GFNI");
+}
+bool VbmiAllowed() {
+  return Allowed(GetCpuFeatures().avx512_vbmi, "PAGELLM_VBMI");
+}
+std::atomic<bool> gfni_enabled{GfniAllowed()};
+std::atomic<bool> vbmi_enabled{VbmiAllowed()};
 
 // The extension that unpacks kType's codes with fewer operations (kBase: none does).
 constexpr CodeIsa ByteIsaOf(DType type) {
@@ -452,10 +458,8 @@ bool ByteIsaEnabled(CodeIsa isa) {
 }  // namespace
 
 void SetKQuantByteIsaForTesting(bool enabled) {
-  gfni_enabled.store(enabled && GetCpuFeatures().gfni && EnvAllows("PAGELLM_GFNI"),
-                     std::memory_order_relaxed);
-  vbmi_enabled.store(enabled && GetCpuFeatures().avx512_vbmi && EnvAllows("PAGELLM_VBMI"),
-                     std::memory_order_relaxed);
+  gfni_enabled.store(enabled && GfniAllowed(), std::memory_order_relaxed);
+  vbmi_enabled.store(enabled && VbmiAllowed(), std::memory_order_relaxed);
 }
 
 template <DType kType>
